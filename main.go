@@ -1,3 +1,164 @@
+// Command imserver is a self-hosted chat server for small teams.
 package main
 
-func main() {}
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/imserver/imserver/bench"
+	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/server"
+	"github.com/imserver/imserver/storage"
+	"github.com/imserver/imserver/web"
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	if err := rootCommand().Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+func rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "imserver",
+		Short:         "A self-hosted chat server for small teams",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	root.AddCommand(serveCommand(), userCommand(), versionCommand(), bench.Command())
+	return root
+}
+
+func versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintln(cmd.OutOrStdout(), "imserver", version)
+			return nil
+		},
+	}
+}
+
+func serveCommand() *cobra.Command {
+	var configPath, addr, db, redisURL string
+	cmd := &cobra.Command{
+		Use:          "serve",
+		Short:        "Run the chat server",
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(configPath)
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("addr") {
+				cfg.Addr = addr
+			}
+			if cmd.Flags().Changed("db") {
+				cfg.DB = db
+			}
+			if cmd.Flags().Changed("redis") {
+				cfg.Redis = redisURL
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return serve(ctx, cfg, cmd)
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", "", "YAML configuration file")
+	cmd.Flags().StringVar(&addr, "addr", "", "listen address (default 127.0.0.1:8080)")
+	cmd.Flags().StringVar(&db, "db", "", "SQLite database file (default imserver.db)")
+	cmd.Flags().StringVar(&redisURL, "redis", "", "redis://host:port/db; empty runs in process only")
+	return cmd
+}
+
+func newLogger(cfg Config) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if strings.EqualFold(cfg.Log.Format, "json") {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// serve wires the adapters around the domain and runs until ctx ends.
+func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
+	log := newLogger(cfg)
+	if cfg.Redis != "" {
+		return errors.New("redis is not supported by this build yet; remove the redis setting")
+	}
+	metrics := server.NewMetrics()
+	hub := server.NewHub(log, metrics)
+	var svc *chat.Service
+	db, err := storage.Open(ctx, cfg.DB, storage.Options{
+		Synchronous: cfg.SQLite.Synchronous,
+		BatchSize:   cfg.SQLite.BatchSize,
+		BatchDelay:  cfg.SQLite.BatchDelay,
+		Readers:     cfg.SQLite.Readers,
+		OnCommit:    func(m []chat.Message) { svc.Committed(m) },
+		Metrics:     metrics,
+	})
+	if err != nil {
+		return err
+	}
+	svc = chat.NewService(db, hub, chatConfig(cfg), log)
+	srv := server.New(server.Config{
+		MaxRequestBytes: cfg.Limits.MaxRequestBytes,
+		MaxFrameBytes:   cfg.Limits.MaxFrameBytes,
+		AllowedOrigins:  cfg.WebSocket.AllowedOrigins,
+		SessionQueue:    cfg.WebSocket.SessionQueue,
+		WriteTimeout:    cfg.WebSocket.WriteTimeout,
+	}, svc, hub, metrics, web.Handler(), map[string]server.Pinger{"sqlite": db.Ping}, log)
+
+	l, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		svc.Close()
+		db.Close()
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on http://%s (database %s)\n", version, l.Addr(), cfg.DB)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		log.Info("shutting down")
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Order matters: stop taking work, then flush acks and receipts, then
+	// let the writer commit what is queued.
+	err = errors.Join(err, srv.Shutdown(shutdownCtx))
+	svc.Close()
+	err = errors.Join(err, db.Close())
+	return err
+}
+
+func chatConfig(cfg Config) chat.Config {
+	return chat.Config{
+		MaxBodyBytes:     cfg.Limits.MaxBodyBytes,
+		SendRate:         cfg.Limits.SendRate,
+		SendBurst:        cfg.Limits.SendBurst,
+		RegistrationOpen: cfg.Auth.Registration == "open",
+		AckFlushInterval: cfg.Chat.AckFlushInterval,
+		ReceiptInterval:  cfg.Chat.ReceiptInterval,
+	}
+}

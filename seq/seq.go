@@ -4,10 +4,7 @@
 // imserver sees only the interfaces declared here.
 package seq
 
-import (
-	"context"
-	"errors"
-)
+import "errors"
 
 // ErrUnavailable is returned when the backing store (Redis) cannot be reached.
 // Callers map it to the protocol's `unavailable` error.

@@ -1,0 +1,117 @@
+package chat
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// ackBuffer keeps the latest cumulative ack of each member in memory until
+// the next flush, so that 500 members acking cost one transaction.
+type ackBuffer struct {
+	mu sync.Mutex
+	m  map[ackKey]int64
+	// inflight holds the batch being written, so that reads see it too.
+	inflight map[ackKey]int64
+}
+
+type ackKey struct{ conv, user string }
+
+func newAckBuffer() *ackBuffer {
+	return &ackBuffer{m: make(map[ackKey]int64)}
+}
+
+func (b *ackBuffer) add(conv, user string, seq int64) {
+	k := ackKey{conv, user}
+	b.mu.Lock()
+	if seq > b.m[k] {
+		b.m[k] = seq
+	}
+	b.mu.Unlock()
+}
+
+func (b *ackBuffer) pending(conv, user string) int64 {
+	k := ackKey{conv, user}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return max(b.m[k], b.inflight[k])
+}
+
+func (b *ackBuffer) take() []Ack {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.m) == 0 {
+		return nil
+	}
+	out := make([]Ack, 0, len(b.m))
+	for k, seq := range b.m {
+		out = append(out, Ack{Conv: k.conv, User: k.user, Seq: seq})
+	}
+	b.inflight, b.m = b.m, make(map[ackKey]int64)
+	return out
+}
+
+func (b *ackBuffer) done() {
+	b.mu.Lock()
+	b.inflight = nil
+	b.mu.Unlock()
+}
+
+// Ack records a cumulative receive ack. It is written to the store with the
+// next flush; smaller values than the stored one are no-ops.
+func (s *Service) Ack(ctx context.Context, me, conv string, seq int64) error {
+	if conv == "" {
+		return Errorf(EBadRequest, "conv is required")
+	}
+	if seq < 0 {
+		return Errorf(EBadRequest, "seq must be >= 0")
+	}
+	if _, err := s.visible(ctx, conv, me); err != nil {
+		return err
+	}
+	s.acks.add(conv, me, seq)
+	return nil
+}
+
+// visible checks that I may read conv: a current member, or a former one
+// within its range.
+func (s *Service) visible(ctx context.Context, conv, me string) (Membership, error) {
+	if r, err := s.rosters.get(ctx, s.store, conv); err == nil {
+		if role, ok := r.roles[me]; ok {
+			return Membership{Conv: conv, Kind: r.Kind, User: me, Role: role}, nil
+		}
+	}
+	return s.store.Membership(ctx, conv, me)
+}
+
+func (s *Service) flushAcks() {
+	acks := s.acks.take()
+	if len(acks) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.store.SaveAcks(ctx, acks); err != nil {
+		s.log.Error("saving acks", "n", len(acks), "err", err)
+		// Put them back: acks are cumulative, the next flush retries.
+		for _, a := range acks {
+			s.acks.add(a.Conv, a.User, a.Seq)
+		}
+	}
+	s.acks.done()
+}
+
+func (s *Service) flushAcksLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.AckFlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			s.flushAcks()
+		case <-s.stop:
+			s.flushAcks()
+			return
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package chat
+
+// Conversation kinds.
+const (
+	Direct = "direct"
+	Group  = "group"
+)
+
+// Member roles.
+const (
+	RoleOwner  = "owner"
+	RoleAdmin  = "admin"
+	RoleMember = "member"
+)
+
+// Conversation is one user's entry of a conversation: the shared fields plus
+// the caller's own range, markers and version.
+type Conversation struct {
+	ID           string   `json:"id"`
+	Kind         string   `json:"kind"`
+	Name         string   `json:"name"`
+	MembersCount int      `json:"members_count"`
+	MaxSeq       int64    `json:"max_seq"`
+	MinSeq       int64    `json:"min_seq"`
+	ReadSeq      int64    `json:"read_seq"`
+	LastAckSeq   int64    `json:"last_ack_seq"`
+	Unread       int64    `json:"unread"`
+	Version      int64    `json:"version"`
+	Role         string   `json:"role"`
+	Left         bool     `json:"left"`
+	Peer         *User    `json:"peer,omitempty"`
+	LastMessage  *Message `json:"last_message,omitempty"`
+}
+
+// Member is a current member of a conversation as GET .../members lists it.
+type Member struct {
+	UserID      string `json:"user_id"`
+	Username    string `json:"username"`
+	DisplayName string `json:"display_name"`
+	Role        string `json:"role"`
+	LastAckSeq  int64  `json:"last_ack_seq"`
+	ReadSeq     int64  `json:"read_seq"`
+}
+
+// Membership is what the domain needs to know of one member row to decide
+// what the user may see and do.
+type Membership struct {
+	Conv   string
+	Kind   string
+	User   string
+	Role   string
+	MinSeq int64
+	// MaxSeq is the last seq the user may see after leaving or being
+	// kicked; 0 while the user is a member.
+	MaxSeq int64
+	Left   bool
+}
+
+// Changes is a page of the incremental conversation sync.
+type Changes struct {
+	Conversations []Conversation `json:"conversations"`
+	MaxVersion    int64          `json:"max_version"`
+	Completed     bool           `json:"completed"`
+}
+
+// Roster is a conversation's kind and current members.
+type Roster struct {
+	Conv    string
+	Kind    string
+	Members []Member
+}
+
+// Has reports whether user is a current member.
+func (r *Roster) Has(user string) bool {
+	for i := range r.Members {
+		if r.Members[i].UserID == user {
+			return true
+		}
+	}
+	return false
+}
+
+// Role returns user's role, or "" when it is not a member.
+func (r *Roster) Role(user string) string {
+	for i := range r.Members {
+		if r.Members[i].UserID == user {
+			return r.Members[i].Role
+		}
+	}
+	return ""
+}
+
+// UserIDs lists the current members' ids.
+func (r *Roster) UserIDs() []string {
+	ids := make([]string, len(r.Members))
+	for i := range r.Members {
+		ids[i] = r.Members[i].UserID
+	}
+	return ids
+}

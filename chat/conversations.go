@@ -1,0 +1,256 @@
+package chat
+
+import (
+	"context"
+	"strings"
+	"unicode/utf8"
+)
+
+const (
+	maxGroupNameLen = 128
+	maxGroupMembers = 10_000
+)
+
+// CreateDirect returns the direct conversation between me and peer, creating
+// it the first time; created says which.
+func (s *Service) CreateDirect(ctx context.Context, me, peer string) (Conversation, bool, error) {
+	if peer == "" {
+		return Conversation{}, false, Errorf(EBadRequest, "user_id is required")
+	}
+	if peer == me {
+		return Conversation{}, false, Errorf(EBadRequest, "a direct conversation needs another user")
+	}
+	if _, err := s.store.UserByID(ctx, peer); err != nil {
+		return Conversation{}, false, err
+	}
+	id, created, err := s.store.CreateDirect(ctx, NewID(), me, peer)
+	if err != nil {
+		return Conversation{}, false, err
+	}
+	if created {
+		s.notifyEntries(ctx, id, []string{me, peer})
+	}
+	c, err := s.Conversation(ctx, me, id)
+	return c, created, err
+}
+
+// CreateGroup creates a group owned by me.
+func (s *Service) CreateGroup(ctx context.Context, me, name string, members []string) (Conversation, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || utf8.RuneCountInString(name) > maxGroupNameLen || !utf8.ValidString(name) {
+		return Conversation{}, Errorf(EBadRequest, "name must be 1-%d characters", maxGroupNameLen)
+	}
+	ids, err := s.existingUsers(ctx, members, me)
+	if err != nil {
+		return Conversation{}, err
+	}
+	id := NewID()
+	if err := s.store.CreateGroup(ctx, id, name, me, ids); err != nil {
+		return Conversation{}, err
+	}
+	s.notifyEntries(ctx, id, append([]string{me}, ids...))
+	return s.Conversation(ctx, me, id)
+}
+
+// existingUsers dedups ids, drops except, and checks that each user exists.
+func (s *Service) existingUsers(ctx context.Context, ids []string, except string) ([]string, error) {
+	if len(ids) > maxGroupMembers {
+		return nil, Errorf(ETooLarge, "at most %d members", maxGroupMembers)
+	}
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id == "" {
+			return nil, Errorf(EBadRequest, "empty user id")
+		}
+		if id == except || seen[id] {
+			continue
+		}
+		seen[id] = true
+		if _, err := s.store.UserByID(ctx, id); err != nil {
+			if ErrorCode(err) == ENotFound {
+				return nil, Errorf(ENotFound, "user %q not found", id)
+			}
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// member returns my membership of conv, failing unless I am a current member.
+func (s *Service) member(ctx context.Context, conv, me string) (*cachedRoster, error) {
+	r, err := s.rosters.get(ctx, s.store, conv)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := r.roles[me]; !ok {
+		return nil, Errorf(ENotMember, "not a member of this conversation")
+	}
+	return r, nil
+}
+
+// AddMembers adds users to a group; any member may add. Users already in the
+// group are skipped. A new member sees only messages sent after it joined.
+func (s *Service) AddMembers(ctx context.Context, me, conv string, users []string) ([]string, error) {
+	r, err := s.member(ctx, conv, me)
+	if err != nil {
+		return nil, err
+	}
+	if r.Kind != Group {
+		return nil, Errorf(EBadRequest, "members can only be added to groups")
+	}
+	if len(users) == 0 {
+		return nil, Errorf(EBadRequest, "user_ids is required")
+	}
+	ids, err := s.existingUsers(ctx, users, "")
+	if err != nil {
+		return nil, err
+	}
+	added, err := s.store.AddMembers(ctx, conv, ids)
+	s.rosters.forget(conv)
+	if err != nil {
+		return nil, err
+	}
+	s.notifyEntries(ctx, conv, added)
+	return added, nil
+}
+
+// Kick ends user's membership; owners may kick anyone, admins only members.
+func (s *Service) Kick(ctx context.Context, me, conv, user string) error {
+	if user == me {
+		return s.Leave(ctx, me, conv)
+	}
+	r, err := s.member(ctx, conv, me)
+	if err != nil {
+		return err
+	}
+	if r.Kind != Group {
+		return Errorf(EBadRequest, "nobody can be removed from a direct conversation")
+	}
+	target, ok := r.roles[user]
+	if !ok {
+		return Errorf(ENotFound, "user is not a member")
+	}
+	switch mine := r.roles[me]; {
+	case mine == RoleOwner:
+	case mine == RoleAdmin && target == RoleMember:
+	default:
+		return Errorf(EForbidden, "only the owner or an admin can remove members")
+	}
+	err = s.store.RemoveMember(ctx, conv, user)
+	s.rosters.forget(conv)
+	if err != nil {
+		return err
+	}
+	s.notifyEntries(ctx, conv, []string{user})
+	return nil
+}
+
+// Leave ends my own membership of a group.
+func (s *Service) Leave(ctx context.Context, me, conv string) error {
+	r, err := s.member(ctx, conv, me)
+	if err != nil {
+		return err
+	}
+	if r.Kind != Group {
+		return Errorf(EBadRequest, "a direct conversation cannot be left")
+	}
+	err = s.store.RemoveMember(ctx, conv, me)
+	s.rosters.forget(conv)
+	if err != nil {
+		return err
+	}
+	s.notifyEntries(ctx, conv, []string{me})
+	return nil
+}
+
+// Clear hides everything sent so far from me.
+func (s *Service) Clear(ctx context.Context, me, conv string) error {
+	if _, err := s.store.Membership(ctx, conv, me); err != nil {
+		return err
+	}
+	if err := s.store.ClearHistory(ctx, conv, me); err != nil {
+		return err
+	}
+	s.notifyEntries(ctx, conv, []string{me})
+	return nil
+}
+
+// Conversation returns my entry of conv, also after I left it.
+func (s *Service) Conversation(ctx context.Context, me, conv string) (Conversation, error) {
+	c, err := s.store.Conversation(ctx, conv, me)
+	if err != nil {
+		return Conversation{}, err
+	}
+	s.overlayAck(&c, me)
+	return c, nil
+}
+
+// Members lists the current members of a conversation I am in.
+func (s *Service) Members(ctx context.Context, me, conv string) ([]Member, error) {
+	if _, err := s.member(ctx, conv, me); err != nil {
+		return nil, err
+	}
+	r, err := s.store.Roster(ctx, conv)
+	if err != nil {
+		return nil, err
+	}
+	for i := range r.Members {
+		if p := s.acks.pending(conv, r.Members[i].UserID); p > r.Members[i].LastAckSeq {
+			r.Members[i].LastAckSeq = p
+		}
+	}
+	return r.Members, nil
+}
+
+// Changes returns my conversation entries changed after version since.
+func (s *Service) Changes(ctx context.Context, me string, since int64, limit int) (Changes, error) {
+	if since < 0 {
+		return Changes{}, Errorf(EBadRequest, "since must be >= 0")
+	}
+	limit = clampLimit(limit)
+	ch, err := s.store.ConversationsSince(ctx, me, since, limit)
+	if err != nil {
+		return Changes{}, err
+	}
+	for i := range ch.Conversations {
+		s.overlayAck(&ch.Conversations[i], me)
+	}
+	return ch, nil
+}
+
+// MaxVersion returns the largest version of my conversation set.
+func (s *Service) MaxVersion(ctx context.Context, me string) (int64, error) {
+	return s.store.MaxVersion(ctx, me)
+}
+
+func clampLimit(limit int) int {
+	if limit <= 0 {
+		return DefaultPageLimit
+	}
+	if limit > MaxPageLimit {
+		return MaxPageLimit
+	}
+	return limit
+}
+
+// overlayAck shows acks still waiting in memory, so a client reads back
+// what it acked.
+func (s *Service) overlayAck(c *Conversation, me string) {
+	if p := min(s.acks.pending(c.ID, me), c.MaxSeq); p > c.LastAckSeq {
+		c.LastAckSeq = p
+	}
+}
+
+// notifyEntries sends each user its own new entry of conv.
+func (s *Service) notifyEntries(ctx context.Context, conv string, users []string) {
+	for _, u := range users {
+		c, err := s.Conversation(ctx, u, conv)
+		if err != nil {
+			s.log.Warn("conversation entry for notification", "conv", conv, "user", u, "err", err)
+			continue
+		}
+		s.deliver.Deliver([]string{u}, &Event{Type: EventConversation, Conv: conv, Conversation: &c})
+	}
+}

@@ -1,0 +1,64 @@
+package chat
+
+import (
+	"context"
+	"sync"
+)
+
+// rosterCache keeps the current members of recently used conversations, so
+// that a send checks membership and fans out without a query. Every
+// membership change goes through the Service, which drops the entry.
+type rosterCache struct {
+	mu sync.RWMutex
+	m  map[string]*cachedRoster
+}
+
+type cachedRoster struct {
+	Roster
+	roles map[string]string
+	ids   []string
+}
+
+func newRosterCache() *rosterCache {
+	return &rosterCache{m: make(map[string]*cachedRoster)}
+}
+
+// maxCachedRosters bounds the cache; past it the cache starts over, which
+// costs one query per conversation and keeps memory flat.
+const maxCachedRosters = 50_000
+
+func (c *rosterCache) get(ctx context.Context, store ConversationStore, conv string) (*cachedRoster, error) {
+	c.mu.RLock()
+	r := c.m[conv]
+	c.mu.RUnlock()
+	if r != nil {
+		return r, nil
+	}
+	ro, err := store.Roster(ctx, conv)
+	if err != nil {
+		return nil, err
+	}
+	r = &cachedRoster{Roster: ro, roles: make(map[string]string, len(ro.Members)), ids: ro.UserIDs()}
+	for _, m := range ro.Members {
+		r.roles[m.UserID] = m.Role
+	}
+	c.mu.Lock()
+	if len(c.m) >= maxCachedRosters {
+		c.m = make(map[string]*cachedRoster)
+	}
+	c.m[conv] = r
+	c.mu.Unlock()
+	return r, nil
+}
+
+func (c *rosterCache) forget(conv string) {
+	c.mu.Lock()
+	delete(c.m, conv)
+	c.mu.Unlock()
+}
+
+func (c *rosterCache) clear() {
+	c.mu.Lock()
+	c.m = make(map[string]*cachedRoster)
+	c.mu.Unlock()
+}

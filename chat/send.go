@@ -1,0 +1,145 @@
+package chat
+
+import (
+	"context"
+	"time"
+	"unicode/utf8"
+)
+
+const maxClientMsgIDLen = 128
+
+// SendRequest is a message as a client sends it.
+type SendRequest struct {
+	Conv        string
+	ClientMsgID string
+	Body        string
+	Kind        string
+	// Origin is the sending session; empty for HTTP.
+	Origin string
+}
+
+// Send stores a message and returns it once durable; duplicate is true when
+// the same client_msg_id was stored before, and then the first message is
+// returned unchanged.
+func (s *Service) Send(ctx context.Context, from string, req SendRequest) (Message, bool, error) {
+	return s.Submit(ctx, from, req)()
+}
+
+func failed(err error) Pending {
+	return func() (Message, bool, error) { return Message{}, false, err }
+}
+
+// Submit checks and queues a message and returns at once; the Pending it
+// returns waits for the outcome. Messages submitted one after another by
+// one caller are stored in that order.
+func (s *Service) Submit(ctx context.Context, from string, req SendRequest) Pending {
+	m, err := s.checkSend(ctx, from, &req)
+	if err != nil {
+		return failed(err)
+	}
+	if m != nil {
+		return func() (Message, bool, error) { return *m, true, nil }
+	}
+	wait := s.store.Append(ctx, Message{
+		Conv:        req.Conv,
+		From:        from,
+		ClientMsgID: req.ClientMsgID,
+		Kind:        req.Kind,
+		Body:        req.Body,
+		Origin:      req.Origin,
+	})
+	return func() (Message, bool, error) {
+		m, dup, err := wait()
+		if err != nil {
+			return Message{}, false, err
+		}
+		s.dedup.add(m)
+		m.Origin = ""
+		return m, dup, nil
+	}
+}
+
+// checkSend validates a send; it returns the stored message when the send is a
+// known retry.
+func (s *Service) checkSend(ctx context.Context, from string, req *SendRequest) (*Message, error) {
+	if req.Conv == "" {
+		return nil, Errorf(EBadRequest, "conv is required")
+	}
+	if n := len(req.ClientMsgID); n == 0 || utf8.RuneCountInString(req.ClientMsgID) > maxClientMsgIDLen {
+		return nil, Errorf(EBadRequest, "client_msg_id must be 1-%d characters", maxClientMsgIDLen)
+	}
+	if req.Kind == "" {
+		req.Kind = KindText
+	}
+	if req.Kind != KindText {
+		return nil, Errorf(EBadRequest, "kind must be %q", KindText)
+	}
+	if req.Body == "" {
+		return nil, Errorf(EBadRequest, "body is required")
+	}
+	if len(req.Body) > s.cfg.MaxBodyBytes {
+		return nil, &Error{Code: ETooLarge, Message: "body is over the limit"}
+	}
+	if !utf8.ValidString(req.Body) || !utf8.ValidString(req.ClientMsgID) {
+		return nil, Errorf(EBadRequest, "body and client_msg_id must be UTF-8")
+	}
+	if _, err := s.member(ctx, req.Conv, from); err != nil {
+		return nil, err
+	}
+	// A retry is answered before the rate limit: it costs nothing and a
+	// client retrying after a timeout must learn its seq.
+	if m, ok := s.dedup.get(req.Conv, from, req.ClientMsgID); ok {
+		return &m, nil
+	}
+	if ok, wait := s.limits.allow(from, time.Now()); !ok {
+		ms := wait.Milliseconds()
+		if ms < 1 {
+			ms = 1
+		}
+		return nil, &Error{Code: ERateLimited, Message: "sending too fast", RetryAfterMS: ms}
+	}
+	return nil, nil
+}
+
+// Committed is the store's commit hook: it receives every batch of newly
+// stored messages, in seq order per conversation, right after the commit.
+// It queues them for fan-out and returns; the queue is bounded so that a
+// stalled fan-out slows the writer instead of growing memory.
+func (s *Service) Committed(msgs []Message) {
+	s.commits <- msgs
+}
+
+// dispatch fans committed messages out to online members. One goroutine
+// keeps the per-conversation order the writer committed in.
+func (s *Service) dispatch() {
+	defer s.wg.Done()
+	ctx := context.Background()
+	for {
+		select {
+		case msgs := <-s.commits:
+			s.fanOut(ctx, msgs)
+		case <-s.stop:
+			for {
+				select {
+				case msgs := <-s.commits:
+					s.fanOut(ctx, msgs)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (s *Service) fanOut(ctx context.Context, msgs []Message) {
+	for i := range msgs {
+		m := &msgs[i]
+		r, err := s.rosters.get(ctx, s.store, m.Conv)
+		if err != nil {
+			// Members will find the message with their next sync.
+			s.log.Warn("fan-out: roster", "conv", m.Conv, "err", err)
+			continue
+		}
+		s.deliver.Deliver(r.ids, &Event{Type: EventMessage, Conv: m.Conv, ExceptSession: m.Origin, Message: m})
+	}
+}

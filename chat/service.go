@@ -1,0 +1,99 @@
+package chat
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Config holds the domain's limits and intervals.
+type Config struct {
+	MaxBodyBytes     int
+	SendRate         float64 // messages per second per user
+	SendBurst        int
+	RegistrationOpen bool
+	// AckFlushInterval is how long receive acks wait in memory before they
+	// are written in one batch.
+	AckFlushInterval time.Duration
+	// ReceiptInterval is how often group receipts are coalesced into one
+	// frame per member.
+	ReceiptInterval time.Duration
+	// DedupEntries bounds the recent client_msg_id cache.
+	DedupEntries int
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 16384
+	}
+	if c.SendRate <= 0 {
+		c.SendRate = 50
+	}
+	if c.SendBurst <= 0 {
+		c.SendBurst = 200
+	}
+	if c.AckFlushInterval <= 0 {
+		c.AckFlushInterval = 200 * time.Millisecond
+	}
+	if c.ReceiptInterval <= 0 {
+		c.ReceiptInterval = time.Second
+	}
+	if c.DedupEntries <= 0 {
+		c.DedupEntries = 100_000
+	}
+}
+
+// Service is the chat domain: every use case of the protocol, independent of
+// transport and storage.
+type Service struct {
+	store   Store
+	deliver Deliverer
+	cfg     Config
+	log     *slog.Logger
+
+	rosters  *rosterCache
+	dedup    *recentIDs
+	limits   *sendLimits
+	acks     *ackBuffer
+	receipts *receiptBuffer
+	hashing  chan struct{} // bounds concurrent password hashing (memory-hard)
+
+	commits chan []Message
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// NewService returns a running service. Call Committed from the store's
+// commit hook and Close on shutdown.
+func NewService(store Store, deliver Deliverer, cfg Config, log *slog.Logger) *Service {
+	cfg.setDefaults()
+	s := &Service{
+		store:    store,
+		deliver:  deliver,
+		cfg:      cfg,
+		log:      log,
+		rosters:  newRosterCache(),
+		dedup:    newRecentIDs(cfg.DedupEntries),
+		limits:   newSendLimits(cfg.SendRate, cfg.SendBurst),
+		acks:     newAckBuffer(),
+		receipts: newReceiptBuffer(),
+		hashing:  make(chan struct{}, 2),
+		commits:  make(chan []Message, 1024),
+		stop:     make(chan struct{}),
+	}
+	s.wg.Add(3)
+	go s.dispatch()
+	go s.flushAcksLoop()
+	go s.flushReceiptsLoop()
+	return s
+}
+
+// Close flushes pending acks and receipts and stops the background work.
+// The store must still be open.
+func (s *Service) Close() {
+	close(s.stop)
+	s.wg.Wait()
+}
+
+// Config returns the configuration in force, defaults filled in.
+func (s *Service) Config() Config { return s.cfg }

@@ -1,0 +1,125 @@
+package chat
+
+import "context"
+
+// Store is the durable state of imserver. Every method that changes state
+// returns only after the change is committed. Implementations return *Error
+// with ENotFound, EConflict or ENotMember where the protocol names them.
+type Store interface {
+	UserStore
+	ConversationStore
+	MessageStore
+}
+
+// UserStore holds accounts and their tokens. Passwords and tokens reach it
+// only as hashes.
+type UserStore interface {
+	CreateUser(ctx context.Context, u User, passwordHash string) error
+	UserByID(ctx context.Context, id string) (User, error)
+	// UserByName returns the user and its password hash.
+	UserByName(ctx context.Context, username string) (User, string, error)
+	SearchUsers(ctx context.Context, prefix string, limit int) ([]User, error)
+	SetPassword(ctx context.Context, userID, passwordHash string) error
+	// DeleteUser removes the account and its tokens and ends its memberships;
+	// its messages stay.
+	DeleteUser(ctx context.Context, userID string) error
+
+	CreateToken(ctx context.Context, userID string, tokenHash []byte) error
+	UserByToken(ctx context.Context, tokenHash []byte) (User, error)
+	DeleteToken(ctx context.Context, tokenHash []byte) error
+	DeleteUserTokens(ctx context.Context, userID string) error
+}
+
+// ConversationStore holds conversations, member rows and the per-user
+// version counters of the conversation set.
+type ConversationStore interface {
+	// CreateDirect returns the direct conversation of the pair, creating it
+	// with id when it does not exist yet.
+	CreateDirect(ctx context.Context, id, a, b string) (conv string, created bool, err error)
+	CreateGroup(ctx context.Context, id, name, owner string, members []string) error
+	// AddMembers makes users members from the conversation's max_seq+1 on;
+	// users already members are left alone. It returns the users added.
+	AddMembers(ctx context.Context, conv string, users []string) ([]string, error)
+	// RemoveMember ends user's visible range at the conversation's max_seq.
+	RemoveMember(ctx context.Context, conv, user string) error
+	ClearHistory(ctx context.Context, conv, user string) error
+	// SetRead moves user's read marker up to seq (clamped to what it may
+	// see) and returns the marker after the call and whether it moved.
+	SetRead(ctx context.Context, conv, user string, seq int64) (int64, bool, error)
+	// SaveAcks stores cumulative receive acks; each only moves forward.
+	SaveAcks(ctx context.Context, acks []Ack) error
+
+	// Membership returns user's member row of conv, also after it left;
+	// ENotFound when conv does not exist, ENotMember when user never joined.
+	Membership(ctx context.Context, conv, user string) (Membership, error)
+	// Roster returns the kind and the current members (not those who left).
+	Roster(ctx context.Context, conv string) (Roster, error)
+	Conversation(ctx context.Context, conv, user string) (Conversation, error)
+	ConversationsSince(ctx context.Context, user string, since int64, limit int) (Changes, error)
+	MaxVersion(ctx context.Context, user string) (int64, error)
+}
+
+// MessageStore holds messages.
+type MessageStore interface {
+	// Append queues m to be stored with the next seq of its conversation
+	// and returns a function that waits until it is durable and returns it;
+	// or returns the message stored earlier with the same (conv, from,
+	// client_msg_id) and duplicate true. Messages queued one after another
+	// commit in that order, so a session can pipeline its sends. Committed
+	// messages are also handed, in seq order, to the commit hook the store
+	// was built with.
+	Append(ctx context.Context, m Message) Pending
+	// Messages returns a page of what user may see of conv.
+	Messages(ctx context.Context, conv, user string, q PageQuery) (Page, error)
+}
+
+// Pending waits for a queued message and returns it as stored, whether it
+// was a duplicate, or why it failed.
+type Pending func() (Message, bool, error)
+
+// Ack is a cumulative receive ack of one member.
+type Ack struct {
+	Conv string
+	User string
+	Seq  int64
+}
+
+// Deliverer hands events to the online sessions of users. It must not
+// block: a session that cannot take an event is cut, not waited for, because
+// storage is the truth and push is only a hint.
+type Deliverer interface {
+	Deliver(users []string, ev *Event)
+}
+
+// Event types pushed to sessions.
+const (
+	EventMessage      = "msg"
+	EventRead         = "read"
+	EventReceipt      = "receipt"
+	EventConversation = "conversation"
+	EventStorm        = "storm"
+)
+
+// Event is something that happened which online sessions should hear of.
+type Event struct {
+	Type string
+	Conv string
+	// ExceptSession is not sent the event (the session that caused it).
+	ExceptSession string
+
+	Message      *Message      // msg
+	Seq          int64         // read, receipt
+	User         string        // receipt: who read
+	Reads        []Read        // receipt in groups: every reader of the interval
+	Conversation *Conversation // conversation
+	Active       bool          // storm
+	Count        int           // storm
+	WindowMS     int64         // storm
+	Storm        bool          // msg: the conversation is storming, coalesce
+}
+
+// Read is one member's read marker.
+type Read struct {
+	User string `json:"user"`
+	Seq  int64  `json:"seq"`
+}

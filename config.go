@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is imserver's configuration file; config.example.yaml documents
+// every key with its default.
+type Config struct {
+	Addr  string `yaml:"addr"`
+	DB    string `yaml:"db"`
+	Redis string `yaml:"redis"`
+	Auth  struct {
+		Registration string `yaml:"registration"`
+	} `yaml:"auth"`
+	Storm struct {
+		Window        time.Duration `yaml:"window"`
+		Threshold     int           `yaml:"threshold"`
+		LowerMark     int           `yaml:"lower_mark"`
+		FlushInterval time.Duration `yaml:"flush_interval"`
+		KeyTTL        time.Duration `yaml:"key_ttl"`
+		KeyPrefix     string        `yaml:"key_prefix"`
+	} `yaml:"storm"`
+	Limits struct {
+		MaxBodyBytes    int     `yaml:"max_body_bytes"`
+		MaxRequestBytes int64   `yaml:"max_request_bytes"`
+		MaxFrameBytes   int64   `yaml:"max_frame_bytes"`
+		SendRate        float64 `yaml:"send_rate"`
+		SendBurst       int     `yaml:"send_burst"`
+	} `yaml:"limits"`
+	SQLite struct {
+		Synchronous string        `yaml:"synchronous"`
+		BatchSize   int           `yaml:"batch_size"`
+		BatchDelay  time.Duration `yaml:"batch_delay"`
+		Readers     int           `yaml:"readers"`
+	} `yaml:"sqlite"`
+	WebSocket struct {
+		AllowedOrigins []string      `yaml:"allowed_origins"`
+		SessionQueue   int           `yaml:"session_queue"`
+		WriteTimeout   time.Duration `yaml:"write_timeout"`
+	} `yaml:"websocket"`
+	Chat struct {
+		AckFlushInterval time.Duration `yaml:"ack_flush_interval"`
+		ReceiptInterval  time.Duration `yaml:"receipt_interval"`
+	} `yaml:"chat"`
+	Log struct {
+		Level  string `yaml:"level"`
+		Format string `yaml:"format"`
+	} `yaml:"log"`
+}
+
+// defaultConfig is what `imserver serve` runs with when given nothing.
+func defaultConfig() Config {
+	var c Config
+	c.Addr = "127.0.0.1:8080"
+	c.DB = "imserver.db"
+	c.Auth.Registration = "open"
+	c.Storm.Window = 60 * time.Second
+	c.Storm.Threshold = 100
+	c.Storm.LowerMark = 50
+	c.Storm.FlushInterval = 300 * time.Millisecond
+	c.Storm.KeyTTL = 10 * time.Minute
+	c.Storm.KeyPrefix = "imserver:"
+	c.Limits.MaxBodyBytes = 16384
+	c.Limits.MaxRequestBytes = 65536
+	c.Limits.MaxFrameBytes = 65536
+	c.Limits.SendRate = 50
+	c.Limits.SendBurst = 200
+	c.SQLite.Synchronous = "FULL"
+	c.SQLite.BatchSize = 1000
+	c.WebSocket.SessionQueue = 512
+	c.WebSocket.WriteTimeout = 10 * time.Second
+	c.Chat.AckFlushInterval = 200 * time.Millisecond
+	c.Chat.ReceiptInterval = time.Second
+	c.Log.Level = "info"
+	c.Log.Format = "text"
+	return c
+}
+
+// loadConfig reads path over the defaults. Unknown keys are errors, so a
+// typo does not silently fall back to a default.
+func loadConfig(path string) (Config, error) {
+	c := defaultConfig()
+	if path == "" {
+		return c, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && err.Error() != "EOF" {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, c.validate()
+}
+
+func (c *Config) validate() error {
+	switch c.Auth.Registration {
+	case "open", "closed":
+	default:
+		return fmt.Errorf("auth.registration must be open or closed, not %q", c.Auth.Registration)
+	}
+	if c.Storm.LowerMark >= c.Storm.Threshold {
+		return fmt.Errorf("storm.lower_mark (%d) must be below storm.threshold (%d)", c.Storm.LowerMark, c.Storm.Threshold)
+	}
+	return nil
+}

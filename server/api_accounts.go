@@ -1,0 +1,88 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/imserver/imserver/chat"
+)
+
+type credentials struct {
+	Username    string `json:"username"`
+	Password    string `json:"password"`
+	DisplayName string `json:"display_name"`
+}
+
+type authReply struct {
+	User  chat.User `json:"user"`
+	Token string    `json:"token"`
+}
+
+func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
+	var c credentials
+	if err := s.decode(w, r, &c); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	u, tok, err := s.chat.Register(r.Context(), c.Username, c.Password, c.DisplayName)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, authReply{User: u, Token: tok})
+}
+
+func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
+	var c credentials
+	if err := s.decode(w, r, &c); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	u, tok, err := s.chat.Login(r.Context(), c.Username, c.Password)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, authReply{User: u, Token: tok})
+}
+
+func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
+	tok := tokenOf(r)
+	if err := s.chat.Logout(r.Context(), tok); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.hub.closeToken(tokenID(tok))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleMe(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]chat.User{"user": userOf(r)})
+}
+
+func (s *Server) handleUsers(w http.ResponseWriter, r *http.Request) {
+	limit, err := queryInt(r, "limit", 0)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	users, err := s.chat.SearchUsers(r.Context(), r.URL.Query().Get("q"), int(limit))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string][]chat.User{"users": users})
+}
+
+// queryInt reads an integer query parameter, def when absent.
+func queryInt(r *http.Request, name string, def int64) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, chat.Errorf(chat.EBadRequest, "%s must be an integer", name)
+	}
+	return n, nil
+}

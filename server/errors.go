@@ -1,0 +1,92 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/imserver/imserver/chat"
+)
+
+// statusOf maps the domain's error codes to HTTP status: the one place
+// where that happens.
+func statusOf(code string) int {
+	switch code {
+	case chat.EBadRequest:
+		return http.StatusBadRequest
+	case chat.EUnauthorized:
+		return http.StatusUnauthorized
+	case chat.EForbidden, chat.ENotMember:
+		return http.StatusForbidden
+	case chat.ENotFound:
+		return http.StatusNotFound
+	case chat.EConflict:
+		return http.StatusConflict
+	case chat.ETooLarge:
+		return http.StatusRequestEntityTooLarge
+	case chat.ERateLimited:
+		return http.StatusTooManyRequests
+	case chat.EUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// errorBody is the protocol's error object.
+type errorBody struct {
+	Code         string `json:"code"`
+	Message      string `json:"message"`
+	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+}
+
+func toErrorBody(err error) errorBody {
+	var e *chat.Error
+	if errors.As(err, &e) {
+		return errorBody{Code: e.Code, Message: e.Message, RetryAfterMS: e.RetryAfterMS}
+	}
+	return errorBody{Code: chat.EInternal, Message: "internal error"}
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	body := toErrorBody(err)
+	if body.Code == chat.EInternal {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if body.RetryAfterMS > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt((body.RetryAfterMS+999)/1000, 10))
+	}
+	writeJSON(w, statusOf(body.Code), map[string]errorBody{"error": body})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		slog.Debug("writing response", "err", err)
+	}
+}
+
+// decode reads a JSON body of at most MaxRequestBytes into v.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes)
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			return chat.Errorf(chat.ETooLarge, "request body is over %d bytes", s.cfg.MaxRequestBytes)
+		case errors.Is(err, io.EOF):
+			return chat.Errorf(chat.EBadRequest, "request body is empty")
+		default:
+			return chat.Errorf(chat.EBadRequest, "invalid JSON: %v", err)
+		}
+	}
+	if dec.More() {
+		return chat.Errorf(chat.EBadRequest, "invalid JSON: data after the object")
+	}
+	return nil
+}

@@ -1,0 +1,226 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/imserver/imserver/chat"
+)
+
+// Client frame types.
+const (
+	frameSend = "send"
+	frameAck  = "ack"
+	frameRead = "read"
+	frameSync = "sync"
+	framePing = "ping"
+)
+
+// clientFrame is any frame a client sends. Pointers tell a missing field
+// from a zero one.
+type clientFrame struct {
+	Type        string  `json:"type"`
+	Req         string  `json:"req"`
+	Conv        string  `json:"conv"`
+	ClientMsgID string  `json:"client_msg_id"`
+	Body        *string `json:"body"`
+	Kind        string  `json:"kind"`
+	Seq         *int64  `json:"seq"`
+	AfterSeq    *int64  `json:"after_seq"`
+	Limit       *int    `json:"limit"`
+}
+
+// frameHead is decoded first, leniently, so that an error reply can echo
+// req even when the rest of the frame is malformed.
+type frameHead struct {
+	Req json.RawMessage `json:"req"`
+}
+
+// decodeFrame parses and checks a client frame. On error it still returns
+// the req it could read, for the error reply.
+func decodeFrame(data []byte) (clientFrame, error) {
+	var f clientFrame
+	var head frameHead
+	if json.Unmarshal(data, &head) == nil && len(head.Req) > 0 {
+		_ = json.Unmarshal(head.Req, &f.Req)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&f); err != nil {
+		return f, chat.Errorf(chat.EBadRequest, "invalid frame: %v", err)
+	}
+	if dec.More() {
+		return f, chat.Errorf(chat.EBadRequest, "invalid frame: one JSON object per frame")
+	}
+	if err := f.check(); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+func (f *clientFrame) check() error {
+	need := func(ok bool, field string) error {
+		if !ok {
+			return chat.Errorf(chat.EBadRequest, "%s frame needs %s", f.Type, field)
+		}
+		return nil
+	}
+	switch f.Type {
+	case frameSend:
+		if err := need(f.Conv != "", "conv"); err != nil {
+			return err
+		}
+		if err := need(f.ClientMsgID != "", "client_msg_id"); err != nil {
+			return err
+		}
+		return need(f.Body != nil, "body")
+	case frameAck, frameRead:
+		if err := need(f.Conv != "", "conv"); err != nil {
+			return err
+		}
+		if err := need(f.Seq != nil, "seq"); err != nil {
+			return err
+		}
+		return need(*f.Seq >= 0, "seq >= 0")
+	case frameSync:
+		if err := need(f.Conv != "", "conv"); err != nil {
+			return err
+		}
+		if err := need(f.AfterSeq != nil, "after_seq"); err != nil {
+			return err
+		}
+		if err := need(*f.AfterSeq >= 0, "after_seq >= 0"); err != nil {
+			return err
+		}
+		if f.Limit != nil && *f.Limit < 1 {
+			return chat.Errorf(chat.EBadRequest, "limit must be >= 1")
+		}
+		return nil
+	case framePing:
+		return nil
+	case "":
+		return chat.Errorf(chat.EBadRequest, "frame needs a type")
+	default:
+		return chat.Errorf(chat.EBadRequest, "unknown frame type %q", f.Type)
+	}
+}
+
+// Server frames. Each is encoded once per event, whatever the number of
+// recipients.
+type (
+	helloFrame struct {
+		Type      string    `json:"type"`
+		User      chat.User `json:"user"`
+		Session   string    `json:"session"`
+		Sequences sequences `json:"sequences"`
+	}
+	sequences struct {
+		Conversations int64 `json:"conversations"`
+	}
+	sentFrame struct {
+		Type      string       `json:"type"`
+		Req       string       `json:"req,omitempty"`
+		Message   chat.Message `json:"message"`
+		Duplicate bool         `json:"duplicate"`
+	}
+	messagesFrame struct {
+		Type      string         `json:"type"`
+		Req       string         `json:"req,omitempty"`
+		Conv      string         `json:"conv"`
+		Messages  []chat.Message `json:"messages"`
+		MaxSeq    int64          `json:"max_seq"`
+		Completed bool           `json:"completed"`
+	}
+	pongFrame struct {
+		Type string `json:"type"`
+		Req  string `json:"req,omitempty"`
+	}
+	errorFrame struct {
+		Type         string `json:"type"`
+		Req          string `json:"req,omitempty"`
+		Code         string `json:"code"`
+		Message      string `json:"message"`
+		RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+	}
+	readFrame struct {
+		Type string `json:"type"`
+		Conv string `json:"conv"`
+		Seq  int64  `json:"seq"`
+	}
+	receiptFrame struct {
+		Type  string      `json:"type"`
+		Conv  string      `json:"conv"`
+		User  string      `json:"user"`
+		Seq   int64       `json:"seq"`
+		Reads []chat.Read `json:"reads,omitempty"`
+	}
+	conversationFrame struct {
+		Type         string             `json:"type"`
+		Conversation *chat.Conversation `json:"conversation"`
+	}
+	stormFrame struct {
+		Type     string `json:"type"`
+		Conv     string `json:"conv"`
+		Active   bool   `json:"active"`
+		Count    int    `json:"count"`
+		WindowMS int64  `json:"window_ms"`
+	}
+	convFrame struct {
+		Type string `json:"type"`
+		Conv string `json:"conv"`
+	}
+)
+
+func errorFrameOf(req string, err error) errorFrame {
+	b := toErrorBody(err)
+	return errorFrame{Type: "error", Req: req, Code: b.Code, Message: b.Message, RetryAfterMS: b.RetryAfterMS}
+}
+
+// encodeEvent returns the frame of ev and, for a message, the message alone
+// (for batch frames).
+func encodeEvent(ev *chat.Event) (frame, msg []byte, err error) {
+	var v any
+	switch ev.Type {
+	case chat.EventMessage:
+		if msg, err = json.Marshal(ev.Message); err != nil {
+			return nil, nil, err
+		}
+		frame = make([]byte, 0, len(msg)+30)
+		frame = append(frame, `{"type":"msg","message":`...)
+		frame = append(frame, msg...)
+		frame = append(frame, '}')
+		return frame, msg, nil
+	case chat.EventRead:
+		v = readFrame{Type: "read", Conv: ev.Conv, Seq: ev.Seq}
+	case chat.EventReceipt:
+		v = receiptFrame{Type: "receipt", Conv: ev.Conv, User: ev.User, Seq: ev.Seq, Reads: ev.Reads}
+	case chat.EventConversation:
+		v = conversationFrame{Type: "conversation", Conversation: ev.Conversation}
+	case chat.EventStorm:
+		v = stormFrame{Type: "storm", Conv: ev.Conv, Active: ev.Active, Count: ev.Count, WindowMS: ev.WindowMS}
+	default:
+		return nil, nil, fmt.Errorf("unknown event %q", ev.Type)
+	}
+	frame, err = json.Marshal(v)
+	return frame, nil, err
+}
+
+// batchFrame joins encoded messages of one conversation into a batch frame.
+func batchFrame(conv string, msgs [][]byte) []byte {
+	convJSON, _ := json.Marshal(conv)
+	n := 40 + len(convJSON)
+	for _, m := range msgs {
+		n += len(m) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"type":"batch","conv":`...)
+	b = append(b, convJSON...)
+	b = append(b, `,"messages":[`...)
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, m...)
+	}
+	return append(b, "]}"...)
+}

@@ -1,0 +1,103 @@
+package server
+
+import (
+	"log/slog"
+	"sync"
+
+	"github.com/coder/websocket"
+	"github.com/imserver/imserver/chat"
+)
+
+// Hub knows which sessions each user has open and hands them events. It
+// implements chat.Deliverer.
+type Hub struct {
+	log     *slog.Logger
+	metrics *Metrics
+
+	mu    sync.RWMutex
+	users map[string]map[*session]struct{}
+}
+
+var _ chat.Deliverer = (*Hub)(nil)
+
+// NewHub returns an empty hub.
+func NewHub(log *slog.Logger, m *Metrics) *Hub {
+	return &Hub{log: log, metrics: m, users: make(map[string]map[*session]struct{})}
+}
+
+func (h *Hub) add(s *session) {
+	h.mu.Lock()
+	set := h.users[s.user.ID]
+	if set == nil {
+		set = make(map[*session]struct{})
+		h.users[s.user.ID] = set
+	}
+	set[s] = struct{}{}
+	h.mu.Unlock()
+	h.metrics.Sessions.Inc()
+}
+
+func (h *Hub) remove(s *session) {
+	h.mu.Lock()
+	if set := h.users[s.user.ID]; set != nil {
+		delete(set, s)
+		if len(set) == 0 {
+			delete(h.users, s.user.ID)
+		}
+	}
+	h.mu.Unlock()
+	h.metrics.Sessions.Dec()
+}
+
+// Deliver implements chat.Deliverer: the frame is encoded once and queued to
+// every session of users but the excepted one, without waiting for any.
+func (h *Hub) Deliver(users []string, ev *chat.Event) {
+	frame, msg, err := encodeEvent(ev)
+	if err != nil {
+		h.log.Error("encoding event", "type", ev.Type, "err", err)
+		return
+	}
+	it := &outItem{conv: ev.Conv, frame: frame, msg: msg}
+	n := 0
+	h.mu.RLock()
+	for _, u := range users {
+		for s := range h.users[u] {
+			if s.id != ev.ExceptSession {
+				s.enqueue(it)
+				n++
+			}
+		}
+	}
+	h.mu.RUnlock()
+	if msg != nil {
+		h.metrics.Deliveries.Add(float64(n))
+	}
+}
+
+// closeToken closes the sessions opened with a revoked token.
+func (h *Hub) closeToken(tokenHash string) {
+	for _, s := range h.sessions() {
+		if s.tokenHash == tokenHash {
+			s.close(websocket.StatusPolicyViolation, "logged out")
+		}
+	}
+}
+
+// CloseAll closes every session with status going away (shutdown).
+func (h *Hub) CloseAll() {
+	for _, s := range h.sessions() {
+		s.close(websocket.StatusGoingAway, "server shutting down")
+	}
+}
+
+func (h *Hub) sessions() []*session {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	var all []*session
+	for _, set := range h.users {
+		for s := range set {
+			all = append(all, s)
+		}
+	}
+	return all
+}

@@ -1,0 +1,116 @@
+// Package server is imserver's transport: HTTP routes, WebSocket sessions,
+// authentication, the hub that delivers events to sessions, and metrics.
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/imserver/imserver/chat"
+)
+
+// Config holds the transport's settings.
+type Config struct {
+	MaxRequestBytes int64
+	MaxFrameBytes   int64
+	// AllowedOrigins are host patterns (path.Match syntax) a browser page may
+	// open the WebSocket from, besides its own origin; "*" allows any.
+	AllowedOrigins []string
+	// SessionQueue bounds the frames waiting for one session.
+	SessionQueue int
+	WriteTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = 65536
+	}
+	if c.MaxFrameBytes <= 0 {
+		c.MaxFrameBytes = 65536
+	}
+	if c.SessionQueue <= 0 {
+		c.SessionQueue = 512
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+}
+
+// Pinger checks a dependency for /healthz.
+type Pinger func(context.Context) error
+
+// Server serves the protocol.
+type Server struct {
+	cfg     Config
+	chat    *chat.Service
+	hub     *Hub
+	metrics *Metrics
+	log     *slog.Logger
+	ui      http.Handler
+	health  map[string]Pinger
+
+	baseCtx context.Context
+	stop    context.CancelFunc
+	http    *http.Server
+	mux     *http.ServeMux
+}
+
+// New returns a server; ui (may be nil) is served at "/".
+func New(cfg Config, svc *chat.Service, hub *Hub, m *Metrics, ui http.Handler, health map[string]Pinger, log *slog.Logger) *Server {
+	cfg.setDefaults()
+	ctx, stop := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, chat: svc, hub: hub, metrics: m, log: log, ui: ui, health: health, baseCtx: ctx, stop: stop}
+	s.mux = s.routes()
+	s.http = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	return s
+}
+
+// ServeHTTP serves the routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// handleUnknownAPI answers API paths no route takes with the protocol's
+// JSON errors instead of the mux's plain text: 405 when the path exists
+// with another method, 404 otherwise.
+func (s *Server) handleUnknownAPI(w http.ResponseWriter, r *http.Request) {
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, p := s.mux.Handler(probe); p != "" && p != "/api/" && p != "/" {
+			w.Header().Set("Allow", m)
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]errorBody{"error": {Code: chat.EBadRequest, Message: "method not allowed"}})
+			return
+		}
+	}
+	s.writeError(w, r, chat.Errorf(chat.ENotFound, "no such endpoint"))
+}
+
+// Serve accepts connections on l until Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	err := s.http.Serve(l)
+	if err == http.ErrServerClosed {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting, ends open requests within ctx and closes every
+// WebSocket with status going away.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.http.Shutdown(ctx)
+	s.hub.CloseAll()
+	s.stop()
+	return err
+}

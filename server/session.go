@@ -1,0 +1,330 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/imserver/imserver/chat"
+)
+
+// outItem is one frame waiting in a session's queue. Messages also carry
+// their own encoding, so that consecutive ones of a conversation can leave
+// as one batch frame.
+type outItem struct {
+	conv  string
+	frame []byte
+	msg   []byte
+}
+
+// maxBatch bounds the messages coalesced into one batch frame.
+const maxBatch = 256
+
+// session is one WebSocket connection of a user.
+type session struct {
+	id        string
+	user      chat.User
+	tokenHash string
+	conn      *websocket.Conn
+	srv       *Server
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	out    chan *outItem
+
+	mu       sync.Mutex
+	cut      map[string]bool // convs whose live stream was cut
+	overflow bool            // a frame other than a message was dropped
+	closed   bool
+
+	inflight chan struct{} // bounds pipelined sends
+	sendMu   sync.Mutex
+	sends    []pendingSend
+	waiting  bool
+}
+
+type pendingSend struct {
+	req  string
+	wait chat.Pending
+}
+
+func newSession(srv *Server, conn *websocket.Conn, user chat.User, tokenHash string) *session {
+	ctx, cancel := context.WithCancel(srv.baseCtx)
+	return &session{
+		id:        chat.NewID(),
+		user:      user,
+		tokenHash: tokenHash,
+		conn:      conn,
+		srv:       srv,
+		ctx:       ctx,
+		cancel:    cancel,
+		out:       make(chan *outItem, srv.cfg.SessionQueue),
+		inflight:  make(chan struct{}, srv.cfg.SessionQueue),
+	}
+}
+
+// run serves the session until the connection ends.
+func (s *session) run() {
+	defer s.cancel()
+	v, err := s.srv.chat.MaxVersion(s.ctx, s.user.ID)
+	if err != nil {
+		s.close(websocket.StatusInternalError, "internal error")
+		return
+	}
+	s.srv.hub.add(s)
+	defer s.srv.hub.remove(s)
+	// hello goes first: nothing else can be queued before the writer starts
+	// except events delivered since add, which must come after it.
+	hello, _ := json.Marshal(helloFrame{Type: "hello", User: s.user, Session: s.id, Sequences: sequences{Conversations: v}})
+	if err := s.write(hello); err != nil {
+		return
+	}
+	go s.writeLoop()
+	s.readLoop()
+}
+
+func (s *session) readLoop() {
+	for {
+		typ, data, err := s.conn.Read(s.ctx)
+		if err != nil {
+			// Over the read limit the library has already closed with 1009.
+			s.close(websocket.StatusNormalClosure, "")
+			return
+		}
+		if typ != websocket.MessageText {
+			s.close(websocket.StatusUnsupportedData, "binary frames are not supported")
+			return
+		}
+		f, err := decodeFrame(data)
+		if err != nil {
+			s.reply(errorFrameOf(f.Req, err))
+			continue
+		}
+		s.handle(&f)
+	}
+}
+
+func (s *session) handle(f *clientFrame) {
+	ctx := s.ctx
+	switch f.Type {
+	case frameSend:
+		select {
+		case s.inflight <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wait := s.srv.chat.Submit(ctx, s.user.ID, chat.SendRequest{
+			Conv: f.Conv, ClientMsgID: f.ClientMsgID, Body: *f.Body, Kind: f.Kind, Origin: s.id,
+		})
+		s.pipeline(pendingSend{req: f.Req, wait: wait})
+	case frameAck:
+		if err := s.srv.chat.Ack(ctx, s.user.ID, f.Conv, *f.Seq); err != nil {
+			s.reply(errorFrameOf(f.Req, err))
+		}
+	case frameRead:
+		if err := s.srv.chat.Read(ctx, s.user.ID, s.id, f.Conv, *f.Seq); err != nil {
+			s.reply(errorFrameOf(f.Req, err))
+		}
+	case frameSync:
+		q := chat.PageQuery{After: *f.AfterSeq}
+		if f.Limit != nil {
+			q.Limit = *f.Limit
+		}
+		p, err := s.srv.chat.Messages(ctx, s.user.ID, f.Conv, q)
+		if err != nil {
+			s.reply(errorFrameOf(f.Req, err))
+			return
+		}
+		s.reply(messagesFrame{Type: "messages", Req: f.Req, Conv: f.Conv, Messages: p.Messages, MaxSeq: p.MaxSeq, Completed: p.Completed})
+	case framePing:
+		s.reply(pongFrame{Type: "pong", Req: f.Req})
+	}
+}
+
+// pipeline queues a send's outcome; one goroutine, started on demand, waits
+// for the outcomes in order, so that replies follow the order of the sends
+// while the read loop goes on reading.
+func (s *session) pipeline(p pendingSend) {
+	s.sendMu.Lock()
+	s.sends = append(s.sends, p)
+	start := !s.waiting
+	s.waiting = true
+	s.sendMu.Unlock()
+	if start {
+		go s.waitSends()
+	}
+}
+
+func (s *session) waitSends() {
+	for {
+		s.sendMu.Lock()
+		if len(s.sends) == 0 {
+			s.waiting = false
+			s.sends = nil
+			s.sendMu.Unlock()
+			return
+		}
+		p := s.sends[0]
+		s.sends = s.sends[1:]
+		s.sendMu.Unlock()
+		m, dup, err := p.wait()
+		<-s.inflight
+		if err != nil {
+			if chat.ErrorCode(err) == chat.ERateLimited {
+				s.srv.metrics.RateLimited.Inc()
+			}
+			s.reply(errorFrameOf(p.req, err))
+			continue
+		}
+		s.reply(sentFrame{Type: "sent", Req: p.req, Message: m, Duplicate: dup})
+	}
+}
+
+// reply queues an answer to this session's own request. Unlike pushed
+// events it waits for room: only this client, which is not reading, is
+// slowed down.
+func (s *session) reply(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.srv.log.Error("encoding reply", "err", err)
+		return
+	}
+	select {
+	case s.out <- &outItem{frame: b}:
+	case <-s.ctx.Done():
+	}
+}
+
+// enqueue queues a pushed event without waiting. A full queue cuts the
+// conversation's live stream (the client gets `resync` once there is room
+// again and catches up with `sync`); a lost non-message event closes the
+// session, since the client could not know what it missed.
+func (s *session) enqueue(it *outItem) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.overflow {
+		return
+	}
+	if it.msg != nil && s.cut[it.conv] {
+		return
+	}
+	select {
+	case s.out <- it:
+		return
+	default:
+	}
+	s.srv.metrics.SlowCuts.Inc()
+	if it.msg == nil {
+		s.overflow = true
+		return
+	}
+	if s.cut == nil {
+		s.cut = make(map[string]bool)
+	}
+	s.cut[it.conv] = true
+}
+
+func (s *session) writeLoop() {
+	var next *outItem
+	group := make([][]byte, 0, 8)
+	for {
+		it := next
+		next = nil
+		if it == nil {
+			select {
+			case it = <-s.out:
+			case <-s.ctx.Done():
+				return
+			}
+		}
+		data := it.frame
+		if it.msg != nil {
+			group = append(group[:0], it.msg)
+		collect:
+			for len(group) < maxBatch {
+				select {
+				case x := <-s.out:
+					if x.msg != nil && x.conv == it.conv {
+						group = append(group, x.msg)
+						continue
+					}
+					next = x
+					break collect
+				default:
+					break collect
+				}
+			}
+			if len(group) > 1 {
+				data = batchFrame(it.conv, group)
+			}
+		}
+		if err := s.write(data); err != nil {
+			s.close(websocket.StatusGoingAway, "write failed")
+			return
+		}
+		if next == nil && !s.resume() {
+			return
+		}
+	}
+}
+
+// resume sends `resync` for the cut conversations once the queue has room
+// again. It returns false when the session was closed instead.
+func (s *session) resume() bool {
+	s.mu.Lock()
+	if s.overflow {
+		s.mu.Unlock()
+		s.close(websocket.StatusTryAgainLater, "too slow: reconnect and sync")
+		return false
+	}
+	if len(s.cut) == 0 || len(s.out) > cap(s.out)/2 {
+		s.mu.Unlock()
+		return true
+	}
+	cut := s.cut
+	s.cut = nil
+	s.mu.Unlock()
+	for conv := range cut {
+		b, _ := json.Marshal(convFrame{Type: "resync", Conv: conv})
+		if err := s.write(b); err != nil {
+			s.close(websocket.StatusGoingAway, "write failed")
+			return false
+		}
+	}
+	return true
+}
+
+func (s *session) write(b []byte) error {
+	ctx, cancel := context.WithTimeout(s.ctx, s.srv.cfg.WriteTimeout)
+	defer cancel()
+	if err := s.conn.Write(ctx, websocket.MessageText, b); err != nil {
+		return err
+	}
+	s.srv.metrics.Frames.Inc()
+	s.srv.metrics.Bytes.Add(float64(len(b)))
+	return nil
+}
+
+// close ends the session once; the closing handshake runs in the
+// background so that the caller (a shutdown, a logout) is not held up.
+func (s *session) close(code websocket.StatusCode, reason string) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	go func() {
+		err := s.conn.Close(code, reason)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			s.srv.log.Debug("closing websocket", "session", s.id, "err", err)
+		}
+		s.cancel()
+	}()
+	// Give the handshake a moment before the context ends the reads.
+	time.AfterFunc(5*time.Second, s.cancel)
+}

@@ -1,0 +1,129 @@
+// Package storage keeps imserver's state in SQLite: one writer connection
+// that commits whatever is queued in one transaction (group commit), and a
+// pool of readers that WAL lets run beside it.
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"runtime"
+	"time"
+
+	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/seq"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Options tune the database.
+type Options struct {
+	// Synchronous is SQLite's synchronous mode: FULL (an acked message
+	// survives power loss) or NORMAL (survives a process crash).
+	Synchronous string
+	// BatchSize bounds the jobs of one write transaction.
+	BatchSize int
+	// BatchDelay is how long the writer waits for more jobs after the first
+	// of a batch; 0 takes only what is already queued, which batches
+	// naturally under load without adding latency when idle.
+	BatchDelay time.Duration
+	// Readers is the size of the reader pool.
+	Readers int
+	// OnCommit receives every batch of newly stored messages right after
+	// its commit, in seq order. It may block briefly (backpressure).
+	OnCommit func([]chat.Message)
+	// Metrics observes the writer; nil for none.
+	Metrics WriterMetrics
+}
+
+// WriterMetrics observes the group commit.
+type WriterMetrics interface {
+	Batch(jobs, messages int, commit time.Duration)
+}
+
+// DB is the SQLite store. It implements chat.Store.
+type DB struct {
+	path    string
+	opts    Options
+	writer  *sql.DB
+	readers *sql.DB
+	w       *writer
+}
+
+var _ chat.Store = (*DB)(nil)
+
+// Open opens (creating if needed) the database at path and migrates it.
+func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+	if opts.Synchronous == "" {
+		opts.Synchronous = "FULL"
+	}
+	switch opts.Synchronous {
+	case "FULL", "NORMAL", "EXTRA":
+	default:
+		return nil, fmt.Errorf("sqlite synchronous mode %q: want FULL, NORMAL or EXTRA", opts.Synchronous)
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 1000
+	}
+	if opts.Readers <= 0 {
+		opts.Readers = max(4, runtime.NumCPU()*2)
+	}
+	if opts.OnCommit == nil {
+		opts.OnCommit = func([]chat.Message) {}
+	}
+	// busy_timeout comes first so that the pragmas after it wait for
+	// another process instead of failing.
+	pragmas := []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + opts.Synchronous + ")", "foreign_keys(0)"}
+	dsn := func(extra string) string {
+		q := url.Values{}
+		for _, p := range pragmas {
+			q.Add("_pragma", p)
+		}
+		return "file:" + path + "?" + q.Encode() + extra
+	}
+	w, err := sql.Open("sqlite", dsn("&_txlock=immediate"))
+	if err != nil {
+		return nil, err
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := migrate(ctx, w); err != nil {
+		w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite", dsn("&_pragma=query_only(1)"))
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	r.SetMaxOpenConns(opts.Readers)
+	r.SetMaxIdleConns(opts.Readers)
+	db := &DB{path: path, opts: opts, writer: w, readers: r}
+	db.w = newWriter(w, seq.NewLocal(), opts)
+	return db, nil
+}
+
+// Close stops the writer after the queued jobs and closes the database.
+func (db *DB) Close() error {
+	db.w.close()
+	return errors.Join(db.readers.Close(), db.writer.Close())
+}
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	return db.readers.PingContext(ctx)
+}
+
+func isUnique(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && (e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || e.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+}
+
+func nowMS() int64 { return time.Now().UnixMilli() }

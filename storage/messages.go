@@ -1,0 +1,168 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/imserver/imserver/chat"
+)
+
+// Append implements chat.MessageStore.
+func (db *DB) Append(ctx context.Context, m chat.Message) chat.Pending {
+	wait := db.w.enqueue(ctx, &job{msg: &m})
+	return func() (chat.Message, bool, error) {
+		r := wait()
+		return r.msg, r.dup, r.err
+	}
+}
+
+func (w *writer) appendMessage(t *wtx, j *job) error {
+	m := *j.msg
+	find, err := t.stmt(`SELECT seq, kind, body, ts FROM messages WHERE conv_id = ? AND sender_id = ? AND client_msg_id = ?`)
+	if err != nil {
+		return err
+	}
+	prev := m
+	switch err := find.QueryRowContext(t.ctx, m.Conv, m.From, m.ClientMsgID).Scan(&prev.Seq, &prev.Kind, &prev.Body, &prev.TS); {
+	case err == nil:
+		prev.Origin = ""
+		t.results[j] = result{msg: prev, dup: true}
+		return nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return err
+	}
+	t.touched[m.Conv] = struct{}{}
+	load, err := t.stmt(`SELECT max_seq, seq_bound FROM conversations WHERE id = ?`)
+	if err != nil {
+		return err
+	}
+	m.Seq, err = w.alloc.Next(m.Conv, 1, func() (int64, error) {
+		var maxSeq, bound int64
+		if err := load.QueryRowContext(t.ctx, m.Conv).Scan(&maxSeq, &bound); err != nil {
+			return 0, err
+		}
+		// Seqs handed out by Redis before may lie above what is stored.
+		return max(maxSeq, bound), nil
+	})
+	if err != nil {
+		return err
+	}
+	m.TS = nowMS()
+	ins, err := t.stmt(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	if _, err := ins.ExecContext(t.ctx, m.Conv, m.Seq, m.From, m.ClientMsgID, m.Kind, m.Body, m.TS); err != nil {
+		return err
+	}
+	t.convMax[m.Conv] = m.Seq
+	t.senderMax[[2]string{m.Conv, m.From}] = m.Seq
+	t.committed = append(t.committed, m)
+	stored := m
+	stored.Origin = ""
+	t.results[j] = result{msg: stored}
+	return nil
+}
+
+// finishMessages moves each conversation's max_seq and version once per
+// batch, and the senders' own markers: whoever sends has read what came
+// before.
+func (w *writer) finishMessages(t *wtx) error {
+	if len(t.convMax) == 0 {
+		return nil
+	}
+	conv, err := t.stmt(`UPDATE conversations SET max_seq = ?, version = ? WHERE id = ?`)
+	if err != nil {
+		return err
+	}
+	// Iterate in commit order so versions follow it.
+	seen := make(map[string]bool, len(t.convMax))
+	for _, m := range t.committed {
+		if seen[m.Conv] {
+			continue
+		}
+		seen[m.Conv] = true
+		v, err := t.nextVersion()
+		if err != nil {
+			return err
+		}
+		if _, err := conv.ExecContext(t.ctx, t.convMax[m.Conv], v, m.Conv); err != nil {
+			return err
+		}
+	}
+	sender, err := t.stmt(`UPDATE members SET read_seq = MAX(read_seq, ?1), last_ack_seq = MAX(last_ack_seq, ?1) WHERE conv_id = ?2 AND user_id = ?3`)
+	if err != nil {
+		return err
+	}
+	for k, s := range t.senderMax {
+		if _, err := sender.ExecContext(t.ctx, s, k[0], k[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Messages implements chat.MessageStore.
+func (db *DB) Messages(ctx context.Context, conv, user string, q chat.PageQuery) (chat.Page, error) {
+	tx, err := db.readers.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return chat.Page{}, err
+	}
+	defer tx.Rollback()
+	var lo, hi int64
+	err = tx.QueryRowContext(ctx, `SELECT m.min_seq, COALESCE(m.max_seq, c.max_seq)
+		FROM conversations c JOIN members m ON m.conv_id = c.id AND m.user_id = ? WHERE c.id = ?`, user, conv).Scan(&lo, &hi)
+	if errors.Is(err, sql.ErrNoRows) {
+		return chat.Page{}, db.missingMember(ctx, tx, conv)
+	} else if err != nil {
+		return chat.Page{}, err
+	}
+	page := chat.Page{Messages: []chat.Message{}, MaxSeq: hi}
+	var rows *sql.Rows
+	if q.Backward {
+		rows, err = tx.QueryContext(ctx, `SELECT seq, sender_id, client_msg_id, kind, body, ts FROM messages
+			WHERE conv_id = ? AND seq < ? AND seq >= ? ORDER BY seq DESC LIMIT ?`, conv, min(q.Before, hi+1), lo, q.Limit+1)
+	} else {
+		rows, err = tx.QueryContext(ctx, `SELECT seq, sender_id, client_msg_id, kind, body, ts FROM messages
+			WHERE conv_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`, conv, max(q.After, lo-1), hi, q.Limit+1)
+	}
+	if err != nil {
+		return chat.Page{}, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		m := chat.Message{Conv: conv}
+		if err := rows.Scan(&m.Seq, &m.From, &m.ClientMsgID, &m.Kind, &m.Body, &m.TS); err != nil {
+			return chat.Page{}, err
+		}
+		page.Messages = append(page.Messages, m)
+	}
+	if err := rows.Err(); err != nil {
+		return chat.Page{}, err
+	}
+	page.Completed = len(page.Messages) <= q.Limit
+	if !page.Completed {
+		page.Messages = page.Messages[:q.Limit]
+	}
+	if q.Backward {
+		for i, j := 0, len(page.Messages)-1; i < j; i, j = i+1, j-1 {
+			page.Messages[i], page.Messages[j] = page.Messages[j], page.Messages[i]
+		}
+	}
+	return page, nil
+}
+
+// missingMember tells not_found (no such conversation) from not_member.
+func (db *DB) missingMember(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, conv string) error {
+	var n int
+	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM conversations WHERE id = ?`, conv).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return chat.Errorf(chat.ENotFound, "conversation not found")
+	}
+	return chat.Errorf(chat.ENotMember, "not a member of this conversation")
+}

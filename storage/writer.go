@@ -1,0 +1,281 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/seq"
+)
+
+// writer owns the only write connection. It takes whatever jobs are queued
+// (up to BatchSize, waiting BatchDelay at most), runs them in one BEGIN
+// IMMEDIATE transaction and commits once: one fsync for the batch.
+type writer struct {
+	db    *sql.DB
+	alloc *seq.Local
+	opts  Options
+
+	jobs chan *job
+	mu   sync.RWMutex // guards closed against submit
+	quit chan struct{}
+	done chan struct{}
+
+	closed bool
+}
+
+// job is a message to append or a function to run in the transaction.
+type job struct {
+	msg *chat.Message
+	fn  func(*wtx) error
+	res chan result
+}
+
+type result struct {
+	msg chat.Message
+	dup bool
+	err error
+}
+
+var errClosed = chat.Errorf(chat.EUnavailable, "the server is shutting down")
+
+func newWriter(db *sql.DB, alloc *seq.Local, opts Options) *writer {
+	w := &writer{
+		db:    db,
+		alloc: alloc,
+		opts:  opts,
+		jobs:  make(chan *job, 4*opts.BatchSize),
+		quit:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	go w.loop()
+	return w
+}
+
+// submit queues j and waits for its result.
+func (w *writer) submit(ctx context.Context, j *job) result {
+	return w.enqueue(ctx, j)()
+}
+
+// enqueue queues j and returns a function that waits for its result. The
+// job may still commit after ctx ends; only the wait is given up.
+func (w *writer) enqueue(ctx context.Context, j *job) func() result {
+	j.res = make(chan result, 1)
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return func() result { return result{err: errClosed} }
+	}
+	select {
+	case w.jobs <- j:
+	case <-ctx.Done():
+		w.mu.RUnlock()
+		return func() result { return result{err: ctx.Err()} }
+	}
+	w.mu.RUnlock()
+	return func() result {
+		select {
+		case r := <-j.res:
+			return r
+		case <-ctx.Done():
+			return result{err: ctx.Err()}
+		}
+	}
+}
+
+// exec runs fn in the writer's next transaction.
+func (w *writer) exec(ctx context.Context, fn func(*wtx) error) error {
+	return w.submit(ctx, &job{fn: fn}).err
+}
+
+// close lets the queued jobs finish, then stops the writer.
+func (w *writer) close() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	w.mu.Unlock()
+	close(w.quit)
+	<-w.done
+}
+
+func (w *writer) loop() {
+	defer close(w.done)
+	batch := make([]*job, 0, w.opts.BatchSize)
+	for {
+		select {
+		case j := <-w.jobs:
+			batch = w.fill(append(batch[:0], j))
+			w.run(batch)
+		case <-w.quit:
+			for {
+				batch = w.fill(batch[:0])
+				if len(batch) == 0 {
+					return
+				}
+				w.run(batch)
+			}
+		}
+	}
+}
+
+// fill adds queued jobs to batch up to the batch size, waiting up to
+// BatchDelay for more when it is set.
+func (w *writer) fill(batch []*job) []*job {
+	var timeout <-chan time.Time
+	if w.opts.BatchDelay > 0 {
+		t := time.NewTimer(w.opts.BatchDelay)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for len(batch) < w.opts.BatchSize {
+		select {
+		case j := <-w.jobs:
+			batch = append(batch, j)
+			continue
+		default:
+		}
+		if timeout == nil {
+			return batch
+		}
+		select {
+		case j := <-w.jobs:
+			batch = append(batch, j)
+		case <-timeout:
+			return batch
+		}
+	}
+	return batch
+}
+
+// wtx is the writer's transaction with the state one batch shares.
+type wtx struct {
+	*sql.Tx
+	ctx context.Context
+
+	version    int64 // last version handed out, 0 until first use
+	versionEnd int64 // value in the counters row at the start
+
+	convMax   map[string]int64     // conv -> largest seq appended
+	senderMax map[[2]string]int64  // (conv, sender) -> largest seq
+	committed []chat.Message       // appended, in order
+	results   map[*job]result      // per job
+	touched   map[string]struct{}  // convs whose allocator state must be dropped on rollback
+	stmts     map[string]*sql.Stmt // prepared per transaction
+}
+
+// nextVersion hands out the next value of the global version counter.
+func (t *wtx) nextVersion() (int64, error) {
+	if t.version == 0 {
+		if err := t.QueryRowContext(t.ctx, `SELECT value FROM counters WHERE name = 'version'`).Scan(&t.versionEnd); err != nil {
+			return 0, err
+		}
+		t.version = t.versionEnd
+	}
+	t.version++
+	return t.version, nil
+}
+
+func (t *wtx) stmt(query string) (*sql.Stmt, error) {
+	if s, ok := t.stmts[query]; ok {
+		return s, nil
+	}
+	s, err := t.PrepareContext(t.ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	t.stmts[query] = s
+	return s, nil
+}
+
+func (w *writer) run(batch []*job) {
+	start := time.Now()
+	t, err := w.runTx(batch)
+	if err != nil {
+		for c := range t.touched {
+			w.alloc.Forget(c)
+		}
+		if !errors.Is(err, context.Canceled) {
+			err = fmt.Errorf("write batch: %w", err)
+		}
+		for _, j := range batch {
+			j.res <- result{err: err}
+		}
+		return
+	}
+	if w.opts.Metrics != nil {
+		w.opts.Metrics.Batch(len(batch), len(t.committed), time.Since(start))
+	}
+	if len(t.committed) > 0 {
+		w.opts.OnCommit(t.committed)
+	}
+	for _, j := range batch {
+		j.res <- t.results[j]
+	}
+}
+
+func (w *writer) runTx(batch []*job) (*wtx, error) {
+	ctx := context.Background()
+	t := &wtx{
+		ctx:       ctx,
+		convMax:   make(map[string]int64),
+		senderMax: make(map[[2]string]int64),
+		results:   make(map[*job]result, len(batch)),
+		touched:   make(map[string]struct{}),
+		stmts:     make(map[string]*sql.Stmt),
+	}
+	tx, err := w.db.BeginTx(ctx, nil)
+	if err != nil {
+		return t, err
+	}
+	t.Tx = tx
+	defer func() {
+		for _, s := range t.stmts {
+			s.Close()
+		}
+	}()
+	for i, j := range batch {
+		if j.msg != nil {
+			if err := w.appendMessage(t, j); err != nil {
+				tx.Rollback()
+				return t, err
+			}
+			continue
+		}
+		// A function job that fails is rolled back alone; the rest of the
+		// batch still commits.
+		sp := fmt.Sprintf("j%d", i)
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT "+sp); err != nil {
+			tx.Rollback()
+			return t, err
+		}
+		if ferr := j.fn(t); ferr != nil {
+			if _, err := tx.ExecContext(ctx, "ROLLBACK TO "+sp); err != nil {
+				tx.Rollback()
+				return t, err
+			}
+			t.results[j] = result{err: ferr}
+		}
+		if _, err := tx.ExecContext(ctx, "RELEASE "+sp); err != nil {
+			tx.Rollback()
+			return t, err
+		}
+	}
+	if err := w.finishMessages(t); err != nil {
+		tx.Rollback()
+		return t, err
+	}
+	if t.version != 0 {
+		if _, err := tx.ExecContext(ctx, `UPDATE counters SET value = ? WHERE name = 'version'`, t.version); err != nil {
+			tx.Rollback()
+			return t, err
+		}
+	}
+	return t, tx.Commit()
+}
