@@ -37,6 +37,21 @@ func (b *ackBuffer) pending(conv, user string) int64 {
 	return max(b.m[k], b.inflight[k])
 }
 
+// pendingOf returns user's acks waiting in memory, by conversation.
+func (b *ackBuffer) pendingOf(user string) map[string]int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]int64)
+	for _, m := range []map[ackKey]int64{b.m, b.inflight} {
+		for k, seq := range m {
+			if k.user == user && seq > out[k.conv] {
+				out[k.conv] = seq
+			}
+		}
+	}
+	return out
+}
+
 func (b *ackBuffer) take() []Ack {
 	b.mu.Lock()
 	defer b.mu.Unlock()

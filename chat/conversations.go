@@ -179,26 +179,46 @@ func (s *Service) Clear(ctx context.Context, me, conv string) error {
 
 // Conversation returns my entry of conv, also after I left it.
 func (s *Service) Conversation(ctx context.Context, me, conv string) (Conversation, error) {
+	// Pending acks are read before the store (here and below): an ack
+	// flush that commits in between is then seen by one or the other, so
+	// a shown ack never moves back.
+	pending := s.acks.pending(conv, me)
 	c, err := s.store.Conversation(ctx, conv, me)
 	if err != nil {
 		return Conversation{}, err
 	}
-	s.overlayAck(&c, me)
+	overlayAck(&c, pending)
 	return c, nil
 }
 
 // Members lists the current members of a conversation I am in.
 func (s *Service) Members(ctx context.Context, me, conv string) ([]Member, error) {
-	if _, err := s.member(ctx, conv, me); err != nil {
+	cached, err := s.member(ctx, conv, me)
+	if err != nil {
 		return nil, err
+	}
+	pending := make(map[string]int64, len(cached.ids))
+	for _, id := range cached.ids {
+		pending[id] = s.acks.pending(conv, id)
 	}
 	r, err := s.store.Roster(ctx, conv)
 	if err != nil {
 		return nil, err
 	}
+	// Pending acks are not clamped yet: clamp them to max_seq as the flush
+	// will.
+	c, err := s.store.Conversation(ctx, conv, me)
+	if err != nil {
+		return nil, err
+	}
 	for i := range r.Members {
-		if p := s.acks.pending(conv, r.Members[i].UserID); p > r.Members[i].LastAckSeq {
-			r.Members[i].LastAckSeq = p
+		m := &r.Members[i]
+		p, ok := pending[m.UserID]
+		if !ok {
+			p = s.acks.pending(conv, m.UserID)
+		}
+		if p = min(p, c.MaxSeq); p > m.LastAckSeq {
+			m.LastAckSeq = p
 		}
 	}
 	return r.Members, nil
@@ -210,12 +230,13 @@ func (s *Service) Changes(ctx context.Context, me string, since int64, limit int
 		return Changes{}, Errorf(EBadRequest, "since must be >= 0")
 	}
 	limit = clampLimit(limit)
+	pending := s.acks.pendingOf(me)
 	ch, err := s.store.ConversationsSince(ctx, me, since, limit)
 	if err != nil {
 		return Changes{}, err
 	}
 	for i := range ch.Conversations {
-		s.overlayAck(&ch.Conversations[i], me)
+		overlayAck(&ch.Conversations[i], pending[ch.Conversations[i].ID])
 	}
 	return ch, nil
 }
@@ -237,8 +258,8 @@ func clampLimit(limit int) int {
 
 // overlayAck shows acks still waiting in memory, so a client reads back
 // what it acked.
-func (s *Service) overlayAck(c *Conversation, me string) {
-	if p := min(s.acks.pending(c.ID, me), c.MaxSeq); p > c.LastAckSeq {
+func overlayAck(c *Conversation, pending int64) {
+	if p := min(pending, c.MaxSeq); p > c.LastAckSeq {
 		c.LastAckSeq = p
 	}
 }

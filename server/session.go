@@ -20,8 +20,13 @@ type outItem struct {
 	msg   []byte
 }
 
-// maxBatch bounds the messages coalesced into one batch frame.
-const maxBatch = 256
+// maxBatch and maxBatchBytes bound what is coalesced into one batch frame,
+// so that it fits the default read limit of common client libraries
+// (32 KiB) unless a single message is that large.
+const (
+	maxBatch      = 256
+	maxBatchBytes = 16 << 10
+)
 
 // session is one WebSocket connection of a user.
 type session struct {
@@ -243,12 +248,14 @@ func (s *session) writeLoop() {
 		data := it.frame
 		if it.msg != nil {
 			group = append(group[:0], it.msg)
+			size := len(it.msg)
 		collect:
-			for len(group) < maxBatch {
+			for len(group) < maxBatch && size < maxBatchBytes {
 				select {
 				case x := <-s.out:
-					if x.msg != nil && x.conv == it.conv {
+					if x.msg != nil && x.conv == it.conv && size+len(x.msg) <= maxBatchBytes {
 						group = append(group, x.msg)
+						size += len(x.msg)
 						continue
 					}
 					next = x

@@ -1,0 +1,28 @@
+GO ?= go
+BIN ?= bin/imserver
+
+.PHONY: build run test lint fuzz bench clean
+
+build:
+	$(GO) build -o $(BIN) .
+
+run:
+	$(GO) run . serve
+
+test:
+	$(GO) test -race -count=1 ./...
+
+lint:
+	gofmt -l . | tee /dev/stderr | (! read)
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+
+fuzz:
+	$(GO) test -run XXX -fuzz FuzzDecodeFrame -fuzztime 60s ./server/
+
+bench: build
+	$(GO) test -run XXX -bench . -benchtime 3s ./storage/ ./seq/
+	$(BIN) bench --scenario all
+
+clean:
+	rm -rf bin

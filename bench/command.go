@@ -1,0 +1,281 @@
+// Package bench is `imserver bench`: a load generator that drives an imserver
+// over the public protocol only (PROTOCOL.md) and reports what users ask of a
+// chat server: durable sends/s, deliveries/s, send→deliver latency, catch-up
+// time, memory per idle session, and whether anything was lost, duplicated or
+// reordered.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// Sizes are a scenario's dimensions; zero fields take the scenario's default.
+type Sizes struct {
+	Users    int           `json:"users"`
+	Groups   int           `json:"groups"`
+	Members  int           `json:"members"`
+	Sessions int           `json:"sessions"`
+	Senders  int           `json:"senders"`
+	Messages int           `json:"messages"`
+	Rate     float64       `json:"rate"` // messages/s over all senders; 0 = flat out
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// Options configure a bench run.
+type Options struct {
+	URL        string // drive this running server; empty = embedded
+	Embedded   bool
+	ServerBin  string // binary for embedded mode
+	Scenario   string // send|fanout|catchup|idle|mixed|all
+	Sizes      Sizes
+	RateSet    bool // Sizes.Rate was given (0 then means flat out, not the default)
+	BodySize   int
+	Inflight   int // unanswered sends per sender
+	SQLiteSync string
+	JSON       bool
+	Progress   bool
+	KeepTmp    bool
+	// DrainTimeout is how long the bench waits without progress for the last
+	// answers and deliveries before it counts what is missing as lost.
+	DrainTimeout time.Duration
+	CPUProfile   string
+
+	Stdout, Stderr io.Writer
+}
+
+// Command returns the `bench` cobra command.
+func Command() *cobra.Command {
+	o := Options{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure an imserver: sends/s, deliveries/s, latency, catch-up, memory, and correctness",
+		Long: `bench drives an imserver over its public protocol only, either a running one
+(--url) or one it starts on a temporary database (--embedded, the default).
+
+Scenarios:
+  send     S senders into G groups of M members, everyone online
+  fanout   one group of M members, everyone online, S senders
+  catchup  a member offline while K messages arrive, then it connects and pulls
+  idle     C idle sessions; server memory per session from /metrics
+  mixed    senders at a steady rate, a big group, members dropping and reconnecting
+  all      each of the above, each on a fresh embedded server
+
+Size flags left at 0 take the scenario's default. Every scenario ends with the
+correctness line: expected, received, lost, duplicated, order violations; the
+command fails if any of them is off.`,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			if f.Changed("url") && f.Changed("embedded") && o.Embedded {
+				return errors.New("--url and --embedded exclude each other")
+			}
+			if !f.Changed("embedded") {
+				o.Embedded = o.URL == ""
+			}
+			o.RateSet = f.Changed("rate")
+			o.Stdout, o.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			_, err := Run(ctx, o)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.URL, "url", "", "base URL of a running server, e.g. http://127.0.0.1:8080")
+	f.BoolVar(&o.Embedded, "embedded", true, "start a server on a temporary database (default when --url is empty)")
+	f.StringVar(&o.ServerBin, "server-bin", "", "imserver binary for --embedded (default: this executable)")
+	f.StringVar(&o.Scenario, "scenario", "all", "send|fanout|catchup|idle|mixed|all")
+	f.IntVar(&o.Sizes.Users, "users", 0, "users to register")
+	f.IntVar(&o.Sizes.Groups, "groups", 0, "groups to create")
+	f.IntVar(&o.Sizes.Members, "members", 0, "members per group")
+	f.IntVar(&o.Sizes.Sessions, "sessions", 0, "WebSocket sessions (session i belongs to user i mod users)")
+	f.IntVar(&o.Sizes.Senders, "senders", 0, "sessions that send")
+	f.IntVar(&o.Sizes.Messages, "messages", 0, "messages to send in all (catchup: messages that arrive while offline)")
+	f.Float64Var(&o.Sizes.Rate, "rate", 0, "messages/s over all senders; 0 = flat out (default flat out; mixed: 2000)")
+	f.DurationVar(&o.Sizes.Duration, "duration", 0, "stop sending after this long (mixed: default 10s)")
+	f.IntVar(&o.BodySize, "body-size", 64, "message body bytes")
+	f.IntVar(&o.Inflight, "inflight", 100, "unanswered sends allowed per sender")
+	f.StringVar(&o.SQLiteSync, "sqlite-sync", "FULL", "FULL|NORMAL: sqlite.synchronous of the embedded server")
+	f.BoolVar(&o.JSON, "json", false, "print the results as JSON instead of a table")
+	f.BoolVar(&o.Progress, "progress", true, "print a live progress line to stderr")
+	f.BoolVar(&o.KeepTmp, "keep-tmp", false, "keep the embedded server's temporary directory (database, config, log)")
+	f.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "wait this long without progress for outstanding answers and deliveries")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write the bench's own CPU profile here (to see what the load generator costs)")
+	return cmd
+}
+
+// Run runs the chosen scenarios and prints their report. It returns the
+// results, and an error if a scenario could not run or its correctness line
+// is not clean.
+func Run(ctx context.Context, o Options) ([]*Result, error) {
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+	if o.BodySize <= 0 {
+		o.BodySize = 64
+	}
+	if o.Inflight <= 0 {
+		o.Inflight = 100
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 10 * time.Second
+	}
+	o.SQLiteSync = strings.ToUpper(o.SQLiteSync)
+	if o.SQLiteSync == "" {
+		o.SQLiteSync = "FULL"
+	}
+	if o.SQLiteSync != "FULL" && o.SQLiteSync != "NORMAL" {
+		return nil, fmt.Errorf("--sqlite-sync %q: want FULL or NORMAL", o.SQLiteSync)
+	}
+	if o.URL == "" && !o.Embedded {
+		return nil, errors.New("need --url or --embedded")
+	}
+	if o.URL != "" {
+		o.Embedded = false
+	}
+	if o.Embedded && o.ServerBin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("--server-bin: %w", err)
+		}
+		o.ServerBin = exe
+	}
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var list []*scenario
+	if o.Scenario == "all" || o.Scenario == "" {
+		list = scenarios
+	} else {
+		sc := findScenario(o.Scenario)
+		if sc == nil {
+			return nil, fmt.Errorf("--scenario %q: want one of %s or all", o.Scenario, scenarioNames())
+		}
+		list = []*scenario{sc}
+	}
+	rep := &Report{Started: time.Now().UTC(), Machine: thisMachine(), Command: strings.Join(os.Args, " ")}
+	var failed []string
+	for _, sc := range list {
+		res := runScenario(ctx, o, sc)
+		rep.Results = append(rep.Results, res)
+		switch {
+		case res.Error != "":
+			failed = append(failed, sc.name+": "+res.Error)
+		case !res.Correctness.OK():
+			failed = append(failed, fmt.Sprintf("%s: correctness: %+v", sc.name, res.Correctness))
+		case len(res.Deviations) > 0:
+			failed = append(failed, fmt.Sprintf("%s: %d protocol deviations", sc.name, len(res.Deviations)))
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if o.JSON {
+		if err := writeJSON(o.Stdout, rep); err != nil {
+			return rep.Results, err
+		}
+	} else {
+		writeTable(o.Stdout, rep)
+	}
+	if len(failed) > 0 {
+		return rep.Results, fmt.Errorf("bench: %s", strings.Join(failed, "; "))
+	}
+	return rep.Results, nil
+}
+
+// runScenario runs one scenario on its own server (embedded) or on --url.
+func runScenario(ctx context.Context, o Options, sc *scenario) *Result {
+	sz := o.sizesFor(sc)
+	res := &Result{Scenario: sc.name, Sizes: sz, BodySize: o.BodySize}
+	base := o.URL
+	var srv *embeddedServer
+	if o.Embedded {
+		res.Server, res.SQLite = "embedded", o.SQLiteSync
+		var err error
+		srv, err = startEmbedded(ctx, o.ServerBin, o.SQLiteSync, o.KeepTmp)
+		if err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		base = srv.url
+		if o.KeepTmp {
+			fmt.Fprintf(o.Stderr, "%s: embedded server in %s\n", sc.name, srv.dir)
+		}
+	} else {
+		res.Server = o.URL
+	}
+	r := newRun(sc.name, o, sz, newAPIClient(base))
+	var prog *progress
+	if o.Progress {
+		prog = startProgress(o.Stderr, r)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	err := sc.run(rctx, r, res)
+	r.closeAll()
+	cancel()
+	if prog != nil {
+		prog.close()
+	}
+	r.finish(res)
+	if err != nil {
+		res.Error = err.Error()
+	}
+	if srv != nil {
+		if err := srv.stop(); err != nil && res.Error == "" {
+			res.Notes = append(res.Notes, Count{What: "embedded server: " + err.Error(), N: 1})
+		}
+	}
+	return res
+}
+
+func (o Options) sizesFor(sc *scenario) Sizes {
+	d, s := sc.defaults, o.Sizes
+	pick := func(v, def int) int {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	out := Sizes{
+		Users:    pick(s.Users, d.Users),
+		Groups:   pick(s.Groups, d.Groups),
+		Members:  pick(s.Members, d.Members),
+		Sessions: pick(s.Sessions, d.Sessions),
+		Senders:  pick(s.Senders, d.Senders),
+		Messages: pick(s.Messages, d.Messages),
+		Rate:     d.Rate,
+		Duration: d.Duration,
+	}
+	if o.RateSet || s.Rate > 0 {
+		out.Rate = s.Rate
+	}
+	if s.Duration > 0 {
+		out.Duration = s.Duration
+	}
+	if sc.adjust != nil {
+		sc.adjust(&out, s)
+	}
+	return out
+}

@@ -1,0 +1,152 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"time"
+)
+
+// scenario is one kind of load.
+type scenario struct {
+	name     string
+	defaults Sizes
+	// adjust fixes sizes that depend on each other after flags and defaults
+	// are merged; given is what the flags set.
+	adjust func(sz *Sizes, given Sizes)
+	run    func(ctx context.Context, r *run, res *Result) error
+}
+
+// scenarios in the order `all` runs them. The defaults are sized for a
+// 2-core machine running both the server and the bench.
+var scenarios = []*scenario{sendScenario, fanoutScenario, catchupScenario, idleScenario, mixedScenario}
+
+func findScenario(name string) *scenario {
+	for _, s := range scenarios {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+func scenarioNames() string {
+	var n []string
+	for _, s := range scenarios {
+		n = append(n, s.name)
+	}
+	return strings.Join(n, "|")
+}
+
+// measure marks the start of the measured phase: server CPU and bench CPU
+// are counted from here.
+type measure struct {
+	serverCPU float64
+	clientCPU float64
+	ok        bool
+}
+
+func (r *run) beginMeasure(ctx context.Context) {
+	m := measure{clientCPU: processCPUSeconds()}
+	if sm, err := r.api.scrapeMetrics(ctx); err == nil {
+		m.serverCPU, m.ok = sm["process_cpu_seconds_total"]
+	}
+	r.meas = m
+}
+
+// finish fills the fields every scenario reports.
+func (r *run) finish(res *Result) {
+	m := r.meas
+	first := time.Duration(r.firstSend.Load())
+	lastSent := time.Duration(r.lastSent.Load())
+	lastDeliv := r.lastDelivery()
+	res.Sent = r.stats.confirmed.Load()
+	res.Delivered = r.stats.liveDeliveries.Load()
+	res.ViaPull = r.stats.viaPull.Load()
+	if first > 0 && lastSent > first {
+		res.SendsPerSec = float64(res.Sent) / (lastSent - first).Seconds()
+	}
+	if first > 0 && lastDeliv > first {
+		res.DeliveriesPerSec = float64(res.Delivered) / (lastDeliv - first).Seconds()
+	}
+	if res.RunSec == 0 && first > 0 {
+		res.RunSec = (max(lastSent, lastDeliv) - first).Seconds()
+	}
+	res.Latency = r.latency.summary()
+	res.AckLatency = r.ackLatency.summary()
+	res.Resyncs = r.stats.resyncs.Load()
+	res.Storms = r.stats.storms.Load()
+	res.BatchFrames = r.stats.batchFrames.Load()
+	res.Disconnects = r.stats.disconnects.Load()
+	res.Retries = r.stats.retries.Load()
+	res.Correctness = r.account()
+	r.mu.Lock()
+	res.SendErrors = sortedCounts(r.sendErrors)
+	res.Deviations = sortedCounts(r.deviations)
+	res.Notes = append(res.Notes, sortedCounts(r.notes)...)
+	r.mu.Unlock()
+	if n := r.stats.unknownFrames.Load(); n > 0 {
+		res.Notes = append(res.Notes, Count{What: "frames of a type the bench does not know (extensions?)", N: int(n)})
+	}
+	if n := r.stats.finalPulls.Load(); n > 0 {
+		res.Notes = append(res.Notes, Count{What: "messages missing after a resync, obtained by the final pull", N: int(n)})
+	}
+	if m.clientCPU > 0 {
+		res.ClientCPUSec = processCPUSeconds() - m.clientCPU
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if sm, err := r.api.scrapeMetrics(ctx); err == nil {
+		res.ServerRSS = sm["process_resident_memory_bytes"]
+		if v, ok := sm["process_cpu_seconds_total"]; ok && m.ok {
+			res.ServerCPUSec = v - m.serverCPU
+		}
+	}
+}
+
+// setupWorld registers the users, creates the groups (member lists index
+// r.users) and makes the sessions; it connects nobody.
+func (r *run) setupWorld(ctx context.Context, groups func(users int) [][]int) error {
+	r.setPhase("setup: registering users")
+	if err := r.setupUsers(ctx, r.sizes.Users); err != nil {
+		return err
+	}
+	if err := r.setupGroups(ctx, groups(len(r.users))); err != nil {
+		return err
+	}
+	r.setupSessions(r.sizes.Sessions)
+	return nil
+}
+
+// everyoneOnline is the shape of send and fanout: all sessions connected,
+// the senders send the plan, the bench waits for every delivery.
+func (r *run) everyoneOnline(ctx context.Context, res *Result, groups func(users int) [][]int) error {
+	start := time.Now()
+	if err := r.setupWorld(ctx, groups); err != nil {
+		return err
+	}
+	if err := r.connectAll(ctx, r.sessions); err != nil {
+		return err
+	}
+	res.SetupSec = time.Since(start).Seconds()
+	go r.acker(ctx)
+	r.beginMeasure(ctx)
+	r.setPhase("sending")
+	r.runSenders(ctx, sendPlan{
+		senders:  r.pickSenders(r.sizes.Senders),
+		total:    r.sizes.Messages,
+		rate:     r.sizes.Rate,
+		duration: r.sizes.Duration,
+	})
+	r.drain(ctx)
+	return ctx.Err()
+}
+
+// clampSizes keeps sizes consistent: at least one of everything, members
+// within users, senders within sessions.
+func clampSizes(sz *Sizes) {
+	sz.Users = max(sz.Users, 1)
+	sz.Groups = max(sz.Groups, 1)
+	sz.Members = min(max(sz.Members, 1), sz.Users)
+	sz.Sessions = max(sz.Sessions, 1)
+	sz.Senders = min(max(sz.Senders, 1), sz.Sessions, sz.Users)
+}

@@ -1,0 +1,396 @@
+package server_test
+
+import (
+	"net/http"
+	"testing"
+)
+
+func TestDirectConversation(t *testing.T) {
+	ts := newServer(t)
+	alice, bob, carol := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol")
+
+	r := alice.post(t, "/api/v1/conversations/direct", map[string]string{"user_id": bob.ID()}).want(t, http.StatusCreated)
+	var first struct {
+		Conversation conversationJSON `json:"conversation"`
+	}
+	r.decode(t, &first)
+	c := first.Conversation
+	if c.ID == "" {
+		t.Fatalf("no id: %s", r)
+	}
+	if got, want := c.Kind, "direct"; got != want {
+		t.Errorf("kind: got %q, want %q", got, want)
+	}
+	if got, want := c.MembersCount, 2; got != want {
+		t.Errorf("members_count: got %d, want %d", got, want)
+	}
+	if c.MaxSeq != 0 || c.Unread != 0 || c.Left {
+		t.Errorf("new conversation: got %+v", c)
+	}
+
+	// The same pair, either way round, always gets the same conversation.
+	r = alice.post(t, "/api/v1/conversations/direct", map[string]string{"user_id": bob.ID()}).want(t, http.StatusOK)
+	var again struct {
+		Conversation conversationJSON `json:"conversation"`
+	}
+	r.decode(t, &again)
+	if got, want := again.Conversation.ID, c.ID; got != want {
+		t.Errorf("second call: got %q, want %q", got, want)
+	}
+	bob.post(t, "/api/v1/conversations/direct", map[string]string{"user_id": alice.ID()}).want(t, http.StatusOK).decode(t, &again)
+	if got, want := again.Conversation.ID, c.ID; got != want {
+		t.Errorf("from the peer: got %q, want %q", got, want)
+	}
+	if other := alice.direct(t, carol); other.ID == c.ID {
+		t.Errorf("alice-carol got alice-bob's conversation %q", c.ID)
+	}
+
+	alice.post(t, "/api/v1/conversations/direct", map[string]string{"user_id": alice.ID()}).wantError(t, http.StatusBadRequest, "bad_request")
+	alice.post(t, "/api/v1/conversations/direct", map[string]string{"user_id": "no-such-user"}).wantError(t, http.StatusNotFound, "not_found")
+	alice.post(t, "/api/v1/conversations/direct", map[string]string{}).wantError(t, http.StatusBadRequest, "bad_request")
+
+	// Nobody leaves or is removed from a direct conversation; a third user
+	// is not in it.
+	alice.post(t, convPath(c.ID, "leave"), nil).wantError(t, http.StatusBadRequest, "bad_request")
+	carol.get(t, convPath(c.ID)).wantError(t, http.StatusForbidden, "not_member")
+	carol.get(t, convPath(c.ID, "messages")).wantError(t, http.StatusForbidden, "not_member")
+}
+
+func TestGroup(t *testing.T) {
+	ts := newServer(t)
+	alice, bob, carol := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol")
+
+	g := alice.group(t, "team", bob, carol, bob)
+	if got, want := g.Kind, "group"; got != want {
+		t.Errorf("kind: got %q, want %q", got, want)
+	}
+	if got, want := g.Name, "team"; got != want {
+		t.Errorf("name: got %q, want %q", got, want)
+	}
+	if got, want := g.MembersCount, 3; got != want {
+		t.Errorf("members_count: got %d, want %d", got, want)
+	}
+	if got, want := g.Role, "owner"; got != want {
+		t.Errorf("creator's role: got %q, want %q", got, want)
+	}
+	roles := map[string]string{}
+	for _, m := range alice.members(t, g.ID) {
+		roles[m.UserID] = m.Role
+	}
+	want := map[string]string{alice.ID(): "owner", bob.ID(): "member", carol.ID(): "member"}
+	if len(roles) != len(want) {
+		t.Errorf("members: got %v, want %v", roles, want)
+	}
+	for id, role := range want {
+		if roles[id] != role {
+			t.Errorf("role of %s: got %q, want %q", id, roles[id], role)
+		}
+	}
+	if got, want := bob.conversation(t, g.ID).Role, "member"; got != want {
+		t.Errorf("bob's role: got %q, want %q", got, want)
+	}
+
+	// The creator need not list itself, and may list itself.
+	if g2 := alice.group(t, "solo", alice); g2.MembersCount != 1 {
+		t.Errorf("group of one: members_count %d", g2.MembersCount)
+	}
+
+	alice.post(t, "/api/v1/groups", map[string]any{"name": "", "member_ids": []string{}}).wantError(t, http.StatusBadRequest, "bad_request")
+	alice.post(t, "/api/v1/groups", map[string]any{"name": "x", "member_ids": []string{"nobody"}}).wantError(t, http.StatusNotFound, "not_found")
+	alice.post(t, "/api/v1/groups", map[string]any{"name": "x", "member_ids": "bob"}).wantError(t, http.StatusBadRequest, "bad_request")
+}
+
+func TestUnknownConversation(t *testing.T) {
+	ts := newServer(t)
+	alice := ts.register(t, "alice")
+	const missing = "no-such-conversation"
+	alice.get(t, convPath(missing)).wantError(t, http.StatusNotFound, "not_found")
+	alice.get(t, convPath(missing, "messages")).wantError(t, http.StatusNotFound, "not_found")
+	alice.get(t, convPath(missing, "members")).wantError(t, http.StatusNotFound, "not_found")
+	alice.post(t, convPath(missing, "messages"), map[string]string{"client_msg_id": "1", "body": "x"}).wantError(t, http.StatusNotFound, "not_found")
+	alice.post(t, convPath(missing, "ack"), map[string]int{"seq": 1}).wantError(t, http.StatusNotFound, "not_found")
+	alice.post(t, convPath(missing, "read"), map[string]int{"seq": 1}).wantError(t, http.StatusNotFound, "not_found")
+	alice.post(t, convPath(missing, "clear"), nil).wantError(t, http.StatusNotFound, "not_found")
+	alice.post(t, convPath(missing, "leave"), nil).wantError(t, http.StatusNotFound, "not_found")
+	alice.post(t, convPath(missing, "members"), map[string]any{"user_ids": []string{alice.ID()}}).wantError(t, http.StatusNotFound, "not_found")
+	alice.del(t, convPath(missing, "members", alice.ID())).wantError(t, http.StatusNotFound, "not_found")
+
+	c := alice.dial(t, "ws")
+	for _, f := range []map[string]any{
+		{"type": "send", "conv": missing, "client_msg_id": "1", "body": "x"},
+		{"type": "sync", "conv": missing, "after_seq": 0},
+		{"type": "ack", "conv": missing, "seq": 1},
+		{"type": "read", "conv": missing, "seq": 1},
+	} {
+		r := c.call(t, f)
+		if r.Type != "error" || r.Code != "not_found" {
+			t.Errorf("%v: got %s, want error not_found", f["type"], r)
+		}
+	}
+}
+
+func TestNonMember(t *testing.T) {
+	ts := newServer(t)
+	alice, bob, mallory := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "mallory")
+	g := alice.group(t, "team", bob)
+	alice.send(t, g.ID, "1", "secret")
+
+	mallory.get(t, convPath(g.ID)).wantError(t, http.StatusForbidden, "not_member")
+	mallory.get(t, convPath(g.ID, "messages")).wantError(t, http.StatusForbidden, "not_member")
+	mallory.get(t, convPath(g.ID, "messages")+"?before_seq=10").wantError(t, http.StatusForbidden, "not_member")
+	mallory.get(t, convPath(g.ID, "members")).wantError(t, http.StatusForbidden, "not_member")
+	mallory.post(t, convPath(g.ID, "messages"), map[string]string{"client_msg_id": "1", "body": "x"}).wantError(t, http.StatusForbidden, "not_member")
+	mallory.post(t, convPath(g.ID, "ack"), map[string]int{"seq": 1}).wantError(t, http.StatusForbidden, "not_member")
+	mallory.post(t, convPath(g.ID, "read"), map[string]int{"seq": 1}).wantError(t, http.StatusForbidden, "not_member")
+	mallory.post(t, convPath(g.ID, "clear"), nil).wantError(t, http.StatusForbidden, "not_member")
+	mallory.post(t, convPath(g.ID, "leave"), nil).wantError(t, http.StatusForbidden, "not_member")
+	mallory.post(t, convPath(g.ID, "members"), map[string]any{"user_ids": []string{mallory.ID()}}).wantError(t, http.StatusForbidden, "not_member")
+	mallory.del(t, convPath(g.ID, "members", bob.ID())).wantError(t, http.StatusForbidden, "not_member")
+
+	c := mallory.dial(t, "ws")
+	for _, f := range []map[string]any{
+		{"type": "send", "conv": g.ID, "client_msg_id": "1", "body": "x"},
+		{"type": "sync", "conv": g.ID, "after_seq": 0},
+		{"type": "ack", "conv": g.ID, "seq": 1},
+		{"type": "read", "conv": g.ID, "seq": 1},
+	} {
+		r := c.call(t, f)
+		if r.Type != "error" || r.Code != "not_member" {
+			t.Errorf("%v: got %s, want error not_member", f["type"], r)
+		}
+	}
+	if got := len(alice.all(t, g.ID)); got != 1 {
+		t.Errorf("alice sees %d messages, want 1", got)
+	}
+}
+
+func TestAddMembers(t *testing.T) {
+	ts := newServer(t)
+	alice, bob, carol, dave := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol"), ts.register(t, "dave")
+	g := alice.group(t, "team", bob)
+	before := alice.sendN(t, g.ID, 3)
+	carolWS := carol.dial(t, "carol")
+
+	r := bob.post(t, convPath(g.ID, "members"), map[string]any{"user_ids": []string{carol.ID(), alice.ID()}}).want(t, http.StatusOK)
+	var reply struct {
+		Added []string `json:"added"`
+	}
+	r.decode(t, &reply)
+	if len(reply.Added) != 1 || reply.Added[0] != carol.ID() {
+		t.Errorf("added: got %v, want [%s]", reply.Added, carol.ID())
+	}
+
+	// Carol is told of her new conversation, and sees nothing before it.
+	f := carolWS.next(t, "conversation frame", func(f frame) bool {
+		return f.Type == "conversation" && f.Conversation != nil && f.Conversation.ID == g.ID
+	})
+	if got, want := f.Conversation.MinSeq, int64(4); got != want {
+		t.Errorf("conversation frame min_seq: got %d, want %d", got, want)
+	}
+	c := carol.conversation(t, g.ID)
+	if got, want := c.MinSeq, before[2].Seq+1; got != want {
+		t.Errorf("min_seq: got %d, want max_seq+1 = %d", got, want)
+	}
+	if c.Unread != 0 || c.LastMessage != nil {
+		t.Errorf("new member's entry: unread %d, last_message %+v; want 0 and none", c.Unread, c.LastMessage)
+	}
+	if got, want := c.MembersCount, 3; got != want {
+		t.Errorf("members_count: got %d, want %d", got, want)
+	}
+	if got, want := c.Role, "member"; got != want {
+		t.Errorf("role: got %q, want %q", got, want)
+	}
+	p := carol.page(t, g.ID, "after_seq=0")
+	if len(p.Messages) != 0 || !p.Completed {
+		t.Errorf("forward page before any new message: got %+v, want empty and completed", p)
+	}
+	p = carol.page(t, g.ID, "before_seq=100")
+	if len(p.Messages) != 0 || !p.Completed {
+		t.Errorf("backward page before any new message: got %+v, want empty and completed", p)
+	}
+	if f := carolWS.call(t, map[string]any{"type": "sync", "conv": g.ID, "after_seq": 0}); len(f.Messages) != 0 || !f.Completed {
+		t.Errorf("sync before any new message: got %s", f)
+	}
+
+	after := bob.send(t, g.ID, "hello carol", "welcome")
+	if got := carolWS.waitLive(t, g.ID, 1); got[0] != after {
+		t.Errorf("carol's live message: got %+v, want %+v", got[0], after)
+	}
+	if got, want := seqsOf(carol.all(t, g.ID)), []int64{after.Seq}; !equalSeqs(got, want) {
+		t.Errorf("carol sees %v, want %v", got, want)
+	}
+	if got, want := seqsOf(carol.page(t, g.ID, "before_seq=100").Messages), []int64{after.Seq}; !equalSeqs(got, want) {
+		t.Errorf("carol's backward page: got %v, want %v", got, want)
+	}
+	if got, want := len(alice.all(t, g.ID)), 4; got != want {
+		t.Errorf("alice sees %d messages, want %d", got, want)
+	}
+	if got := len(carolWS.liveMessages(g.ID)); got != 1 {
+		t.Errorf("carol got %d live messages, want 1", got)
+	}
+
+	// Only groups take members; users must exist.
+	d := alice.direct(t, bob)
+	alice.post(t, convPath(d.ID, "members"), map[string]any{"user_ids": []string{dave.ID()}}).wantError(t, http.StatusBadRequest, "bad_request")
+	alice.post(t, convPath(g.ID, "members"), map[string]any{"user_ids": []string{"nobody"}}).wantError(t, http.StatusNotFound, "not_found")
+	alice.post(t, convPath(g.ID, "members"), map[string]any{"user_ids": []string{}}).wantError(t, http.StatusBadRequest, "bad_request")
+}
+
+func TestKick(t *testing.T) {
+	ts := newServer(t)
+	alice, bob, carol := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol")
+	g := alice.group(t, "team", bob, carol)
+	carolWS := carol.dial(t, "carol")
+	bobWS := bob.dial(t, "bob")
+
+	// A member without the right is refused.
+	bob.del(t, convPath(g.ID, "members", carol.ID())).wantError(t, http.StatusForbidden, "forbidden")
+	bob.del(t, convPath(g.ID, "members", alice.ID())).wantError(t, http.StatusForbidden, "forbidden")
+
+	seen := alice.sendN(t, g.ID, 2)
+	carolWS.waitLive(t, g.ID, 2)
+	alice.del(t, convPath(g.ID, "members", carol.ID())).want(t, http.StatusNoContent)
+	f := carolWS.next(t, "conversation frame with left", func(f frame) bool {
+		return f.Type == "conversation" && f.Conversation != nil && f.Conversation.ID == g.ID && f.Conversation.Left
+	})
+	if got, want := f.Conversation.MaxSeq, seen[1].Seq; got != want {
+		t.Errorf("kick frame max_seq: got %d, want %d", got, want)
+	}
+	alice.del(t, convPath(g.ID, "members", carol.ID())).wantError(t, http.StatusNotFound, "not_found")
+
+	unseen := alice.send(t, g.ID, "after kick", "carol must not see this")
+	bobWS.waitLive(t, g.ID, 3)
+
+	// Carol keeps her entry, marked left, and read access up to the kick.
+	c := carol.conversation(t, g.ID)
+	if !c.Left {
+		t.Errorf("kicked entry: left is false")
+	}
+	if got, want := c.MaxSeq, seen[1].Seq; got != want {
+		t.Errorf("kicked entry max_seq: got %d, want %d", got, want)
+	}
+	if c.LastMessage != nil && c.LastMessage.Seq > seen[1].Seq {
+		t.Errorf("kicked entry shows a later message: %+v", c.LastMessage)
+	}
+	if got, want := seqsOf(carol.all(t, g.ID)), seqsOf(seen); !equalSeqs(got, want) {
+		t.Errorf("kicked member sees %v, want %v", got, want)
+	}
+	p := carol.page(t, g.ID, "before_seq=1000")
+	if got, want := seqsOf(p.Messages), seqsOf(seen); !equalSeqs(got, want) || !p.Completed || p.MaxSeq != seen[1].Seq {
+		t.Errorf("kicked member's backward page: got %+v, want %v completed, max_seq %d", p, want, seen[1].Seq)
+	}
+	p = carol.page(t, g.ID, "after_seq=1")
+	if got, want := seqsOf(p.Messages), []int64{2}; !equalSeqs(got, want) || !p.Completed {
+		t.Errorf("kicked member's page after 1: got %+v, want %v completed", p, want)
+	}
+	if sf := carolWS.call(t, map[string]any{"type": "sync", "conv": g.ID, "after_seq": 0}); !equalSeqs(seqsOf(sf.Messages), seqsOf(seen)) || sf.MaxSeq != seen[1].Seq {
+		t.Errorf("kicked member's sync: got %s", sf)
+	}
+	carolWS.ping(t)
+	if carolWS.hasLiveSeq(g.ID, unseen.Seq) {
+		t.Errorf("kicked member got message %d live", unseen.Seq)
+	}
+
+	// She is no longer a member: not listed, cannot send or list members.
+	for _, m := range alice.members(t, g.ID) {
+		if m.UserID == carol.ID() {
+			t.Errorf("kicked member still listed: %+v", m)
+		}
+	}
+	if got, want := alice.conversation(t, g.ID).MembersCount, 2; got != want {
+		t.Errorf("members_count after kick: got %d, want %d", got, want)
+	}
+	carol.post(t, convPath(g.ID, "messages"), map[string]string{"client_msg_id": "x", "body": "x"}).wantError(t, http.StatusForbidden, "not_member")
+	carol.get(t, convPath(g.ID, "members")).wantError(t, http.StatusForbidden, "not_member")
+	carol.del(t, convPath(g.ID, "members", bob.ID())).wantError(t, http.StatusForbidden, "not_member")
+	if r := carolWS.sendWS(t, g.ID, "y", "y"); r.Type != "error" || r.Code != "not_member" {
+		t.Errorf("kicked member's WS send: got %s, want error not_member", r)
+	}
+	// She may still mark what she saw as read, up to the kick.
+	carol.post(t, convPath(g.ID, "read"), map[string]int{"seq": 1000}).want(t, http.StatusNoContent)
+	if got, want := carol.conversation(t, g.ID).ReadSeq, seen[1].Seq; got != want {
+		t.Errorf("kicked member's read_seq: got %d, want %d (clamped to the kick)", got, want)
+	}
+
+	// Added again, she sees only what comes after.
+	alice.post(t, convPath(g.ID, "members"), map[string]any{"user_ids": []string{carol.ID()}}).want(t, http.StatusOK)
+	back := alice.send(t, g.ID, "welcome back", "hi again")
+	if got, want := seqsOf(carol.all(t, g.ID)), []int64{back.Seq}; !equalSeqs(got, want) {
+		t.Errorf("rejoined member sees %v, want %v", got, want)
+	}
+	if carol.conversation(t, g.ID).Left {
+		t.Errorf("rejoined member's entry is still left")
+	}
+}
+
+func TestLeave(t *testing.T) {
+	ts := newServer(t)
+	alice, bob, carol := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol")
+	g := alice.group(t, "team", bob, carol)
+	seen := alice.sendN(t, g.ID, 2)
+
+	bob.post(t, convPath(g.ID, "leave"), nil).want(t, http.StatusNoContent)
+	alice.send(t, g.ID, "after", "bob is gone")
+
+	c := bob.conversation(t, g.ID)
+	if !c.Left || c.MaxSeq != seen[1].Seq {
+		t.Errorf("departed entry: got left=%v max_seq=%d, want true and %d", c.Left, c.MaxSeq, seen[1].Seq)
+	}
+	if got, want := seqsOf(bob.all(t, g.ID)), seqsOf(seen); !equalSeqs(got, want) {
+		t.Errorf("departed member sees %v, want %v", got, want)
+	}
+	for _, m := range alice.members(t, g.ID) {
+		if m.UserID == bob.ID() {
+			t.Errorf("departed member still listed")
+		}
+	}
+	bob.post(t, convPath(g.ID, "leave"), nil).wantError(t, http.StatusForbidden, "not_member")
+
+	// When the owner leaves, someone else owns the group.
+	alice.post(t, convPath(g.ID, "leave"), nil).want(t, http.StatusNoContent)
+	ms := carol.members(t, g.ID)
+	if len(ms) != 1 || ms[0].UserID != carol.ID() || ms[0].Role != "owner" {
+		t.Errorf("after the owner left: members %+v, want carol as owner", ms)
+	}
+}
+
+func TestClearHistory(t *testing.T) {
+	ts := newServer(t)
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	d := alice.direct(t, bob)
+	sent := alice.sendN(t, d.ID, 3)
+	if got, want := bob.conversation(t, d.ID).Unread, int64(3); got != want {
+		t.Errorf("unread before clear: got %d, want %d", got, want)
+	}
+
+	bob.post(t, convPath(d.ID, "clear"), nil).want(t, http.StatusNoContent)
+	c := bob.conversation(t, d.ID)
+	maxSeq := sent[2].Seq
+	if got, want := c.MinSeq, maxSeq+1; got != want {
+		t.Errorf("min_seq after clear: got %d, want %d", got, want)
+	}
+	if got, want := c.ReadSeq, maxSeq; got != want {
+		t.Errorf("read_seq after clear: got %d, want %d", got, want)
+	}
+	if c.Unread != 0 || c.LastMessage != nil {
+		t.Errorf("after clear: unread %d, last_message %+v; want 0 and none", c.Unread, c.LastMessage)
+	}
+	if got := bob.all(t, d.ID); len(got) != 0 {
+		t.Errorf("after clear bob sees %v", seqsOf(got))
+	}
+	if p := bob.page(t, d.ID, "before_seq=100"); len(p.Messages) != 0 || !p.Completed {
+		t.Errorf("backward page after clear: got %+v", p)
+	}
+
+	next := alice.send(t, d.ID, "new", "after the clear")
+	if got, want := seqsOf(bob.all(t, d.ID)), []int64{next.Seq}; !equalSeqs(got, want) {
+		t.Errorf("bob sees %v, want %v", got, want)
+	}
+	if got, want := bob.conversation(t, d.ID).Unread, int64(1); got != want {
+		t.Errorf("unread: got %d, want %d", got, want)
+	}
+	// Only bob's history was cleared.
+	if got, want := len(alice.all(t, d.ID)), 4; got != want {
+		t.Errorf("alice sees %d messages, want %d", got, want)
+	}
+}

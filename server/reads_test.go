@@ -1,0 +1,216 @@
+package server_test
+
+import (
+	"net/http"
+	"testing"
+)
+
+// ackOf returns user's last_ack_seq as the members list shows it.
+func ackOf(t *testing.T, viewer *account, conv, user string) int64 {
+	t.Helper()
+	for _, m := range viewer.members(t, conv) {
+		if m.UserID == user {
+			return m.LastAckSeq
+		}
+	}
+	t.Fatalf("%s is not a member", user)
+	return 0
+}
+
+func TestAcks(t *testing.T) {
+	ts := newServer(t)
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	g := alice.group(t, "team", bob)
+	alice.sendN(t, g.ID, 5)
+	ws := bob.dial(t, "bob")
+
+	check := func(want int64) {
+		t.Helper()
+		if got := bob.conversation(t, g.ID).LastAckSeq; got != want {
+			t.Errorf("bob's entry: last_ack_seq %d, want %d", got, want)
+		}
+		if got := ackOf(t, alice, g.ID, bob.ID()); got != want {
+			t.Errorf("members list: bob's last_ack_seq %d, want %d", got, want)
+		}
+	}
+	check(0)
+
+	// Acks over the WebSocket have no reply; a ping after one is answered
+	// after it was handled.
+	ws.write(t, map[string]any{"type": "ack", "conv": g.ID, "seq": 3})
+	ws.ping(t)
+	check(3)
+
+	// Cumulative: a smaller value is a no-op.
+	ws.write(t, map[string]any{"type": "ack", "conv": g.ID, "seq": 2})
+	ws.ping(t)
+	check(3)
+	bob.post(t, convPath(g.ID, "ack"), map[string]int{"seq": 1}).want(t, http.StatusNoContent)
+	check(3)
+
+	bob.post(t, convPath(g.ID, "ack"), map[string]int{"seq": 4}).want(t, http.StatusNoContent)
+	check(4)
+
+	// Larger than max_seq is clamped.
+	ws.write(t, map[string]any{"type": "ack", "conv": g.ID, "seq": 1000})
+	ws.ping(t)
+	check(5)
+
+	// Acks are stored: a restart (which flushes them) keeps them, and they
+	// still never move back.
+	ts.restart()
+	check(5)
+	bob.post(t, convPath(g.ID, "ack"), map[string]int{"seq": 2}).want(t, http.StatusNoContent)
+	check(5)
+	// Messages sent after the ack do not move it.
+	alice.send(t, g.ID, "later", "later")
+	check(5)
+}
+
+func TestAcksDoNotChangeVersion(t *testing.T) {
+	ts := newServer(t)
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	d := alice.direct(t, bob)
+	alice.sendN(t, d.ID, 3)
+	before := bob.sequences(t)
+	entry := bob.conversation(t, d.ID)
+
+	bob.post(t, convPath(d.ID, "ack"), map[string]int{"seq": 3}).want(t, http.StatusNoContent)
+	// The restart flushes the acks to the database.
+	ts.restart()
+	if got := bob.sequences(t); got != before {
+		t.Errorf("sequences after an ack: got %d, want %d", got, before)
+	}
+	after := bob.conversation(t, d.ID)
+	if got, want := after.Version, entry.Version; got != want {
+		t.Errorf("version after an ack: got %d, want %d", got, want)
+	}
+	if got, want := after.LastAckSeq, int64(3); got != want {
+		t.Errorf("last_ack_seq: got %d, want %d", got, want)
+	}
+	if ch := bob.changes(t, before, 0); len(ch.Conversations) != 0 {
+		t.Errorf("changes since %d after an ack: got %+v, want none", before, ch.Conversations)
+	}
+}
+
+func TestReadDirect(t *testing.T) {
+	ts := newServer(t)
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	d := alice.direct(t, bob)
+	bob.sendN(t, d.ID, 3)
+	a1, a2 := alice.dial(t, "a1"), alice.dial(t, "a2")
+	b1 := bob.dial(t, "b1")
+
+	// A read over the WebSocket: alice's other session gets read, bob gets
+	// a receipt.
+	a1.write(t, map[string]any{"type": "read", "conv": d.ID, "seq": 2})
+	f := a2.next(t, "read", ofType("read"))
+	if f.Conv != d.ID || f.Seq != 2 {
+		t.Errorf("read frame: got %s, want conv %s seq 2", f, d.ID)
+	}
+	f = b1.next(t, "receipt", ofType("receipt"))
+	if f.Conv != d.ID || f.Seq != 2 || f.userID() != alice.ID() {
+		t.Errorf("receipt: got %s, want conv %s user %s seq 2", f, d.ID, alice.ID())
+	}
+	a1.ping(t)
+	if got := a1.received(ofType("read")); len(got) != 0 {
+		t.Errorf("the reading session got its own read: %v", got)
+	}
+	c := alice.conversation(t, d.ID)
+	if c.ReadSeq != 2 || c.Unread != 1 {
+		t.Errorf("alice's entry: read_seq %d unread %d, want 2 and 1", c.ReadSeq, c.Unread)
+	}
+	if got := ackOf(t, bob, d.ID, alice.ID()); got > 3 {
+		t.Errorf("last_ack_seq %d beyond max_seq", got)
+	}
+	for _, m := range bob.members(t, d.ID) {
+		if m.UserID == alice.ID() && m.ReadSeq != 2 {
+			t.Errorf("members list: alice's read_seq %d, want 2", m.ReadSeq)
+		}
+	}
+
+	// A smaller value is a no-op.
+	alice.post(t, convPath(d.ID, "read"), map[string]int{"seq": 1}).want(t, http.StatusNoContent)
+	if got := alice.conversation(t, d.ID).ReadSeq; got != 2 {
+		t.Errorf("read_seq after a smaller read: got %d, want 2", got)
+	}
+
+	// Over HTTP every session gets read; larger than max_seq is clamped.
+	alice.post(t, convPath(d.ID, "read"), map[string]int{"seq": 1000}).want(t, http.StatusNoContent)
+	for _, c := range []*wsClient{a1, a2} {
+		f := c.next(t, "read", func(f frame) bool { return f.Type == "read" && f.Seq == 3 })
+		if f.Conv != d.ID {
+			t.Errorf("%s: got %s", c.name, f)
+		}
+	}
+	f = b1.next(t, "receipt 3", func(f frame) bool { return f.Type == "receipt" && f.Seq == 3 })
+	if f.userID() != alice.ID() {
+		t.Errorf("receipt: got %s", f)
+	}
+	c = alice.conversation(t, d.ID)
+	if c.ReadSeq != 3 || c.Unread != 0 {
+		t.Errorf("alice's entry: read_seq %d unread %d, want 3 and 0", c.ReadSeq, c.Unread)
+	}
+	// No read or receipt for the no-op.
+	a1.ping(t)
+	a2.ping(t)
+	b1.ping(t)
+	for _, c := range []*wsClient{a1, a2} {
+		for _, f := range c.received(ofType("read")) {
+			if f.Seq == 1 {
+				t.Errorf("%s: read frame for a no-op: %s", c.name, f)
+			}
+		}
+	}
+	if got := len(b1.received(ofType("receipt"))); got != 2 {
+		t.Errorf("bob got %d receipts, want 2", got)
+	}
+}
+
+func TestReadGroupReceipts(t *testing.T) {
+	ts := newServer(t)
+	alice, bob, carol := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol")
+	g := alice.group(t, "team", bob, carol)
+	alice.sendN(t, g.ID, 3)
+	a := alice.dial(t, "alice")
+	b2 := bob.dial(t, "bob-other")
+
+	bob.post(t, convPath(g.ID, "read"), map[string]int{"seq": 2}).want(t, http.StatusNoContent)
+	cw := carol.dial(t, "carol")
+	cw.write(t, map[string]any{"type": "read", "conv": g.ID, "seq": 3})
+	if f := b2.next(t, "read", ofType("read")); f.Seq != 2 || f.Conv != g.ID {
+		t.Errorf("bob's session: got %s, want read seq 2", f)
+	}
+
+	// Alice learns of both reads through coalesced receipts, each frame
+	// listing the reads of its interval.
+	reads := map[string]int64{}
+	for reads[bob.ID()] != 2 || reads[carol.ID()] != 3 {
+		f := a.next(t, "receipts of bob and carol", ofType("receipt"))
+		if f.Conv != g.ID {
+			t.Fatalf("receipt for another conversation: %s", f)
+		}
+		if len(f.Reads) == 0 {
+			t.Fatalf("group receipt without reads: %s", f)
+		}
+		found := false
+		for _, r := range f.Reads {
+			reads[r.User] = r.Seq
+			if r.User == f.userID() && r.Seq == f.Seq {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("receipt's user and seq are not among its reads: %s", f)
+		}
+	}
+	if got, want := len(reads), 2; got != want {
+		t.Errorf("receipts name %v, want bob and carol only", reads)
+	}
+	for _, m := range alice.members(t, g.ID) {
+		want := map[string]int64{alice.ID(): 3, bob.ID(): 2, carol.ID(): 3}[m.UserID]
+		if m.ReadSeq != want {
+			t.Errorf("members list: %s read_seq %d, want %d", m.UserID, m.ReadSeq, want)
+		}
+	}
+}

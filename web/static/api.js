@@ -1,0 +1,83 @@
+// The HTTP half of PROTOCOL.md. Every call returns the decoded JSON body, or
+// throws an ApiError with the server's error code.
+
+export class ApiError extends Error {
+  constructor(status, code, message, retryAfterMs) {
+    super(message || code);
+    this.status = status;
+    this.code = code;
+    this.retryAfterMs = retryAfterMs;
+  }
+
+  // network is true when the request never got an answer: worth retrying.
+  get network() {
+    return this.status === 0 || this.status === 503;
+  }
+}
+
+export function createApi({ getToken, onUnauthorized }) {
+  async function request(method, path, body) {
+    const headers = {};
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    const token = getToken();
+    if (token) headers.Authorization = `Bearer ${token}`;
+    let res;
+    try {
+      res = await fetch(`/api/v1${path}`, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        cache: 'no-store',
+      });
+    } catch {
+      throw new ApiError(0, 'network', 'The server cannot be reached.');
+    }
+    if (res.status === 204) return null;
+    let data = null;
+    try {
+      data = await res.json();
+    } catch {
+      data = null;
+    }
+    if (!res.ok) {
+      const err = data?.error ?? {};
+      // A 401 on a request that carried a token means the token is gone
+      // (logged out elsewhere, revoked): back to the login screen.
+      if (res.status === 401 && token) onUnauthorized?.();
+      let retry = err.retry_after_ms;
+      if (retry === undefined && res.headers.get('Retry-After')) {
+        retry = Number(res.headers.get('Retry-After')) * 1000;
+      }
+      throw new ApiError(res.status, err.code || `http_${res.status}`, err.message || res.statusText, retry);
+    }
+    return data;
+  }
+
+  const enc = encodeURIComponent;
+  const get = (path) => request('GET', path);
+  const post = (path, body) => request('POST', path, body ?? {});
+
+  return {
+    register: (username, password, displayName) =>
+      post('/auth/register', displayName ? { username, password, display_name: displayName } : { username, password }),
+    login: (username, password) => post('/auth/login', { username, password }),
+    logout: () => post('/auth/logout'),
+    me: () => get('/me'),
+    searchUsers: (q, limit = 50) => get(`/users?q=${enc(q)}&limit=${limit}`),
+    conversations: (since, limit) => get(`/conversations?since=${since}&limit=${limit}`),
+    conversation: (id) => get(`/conversations/${enc(id)}`),
+    createDirect: (userId) => post('/conversations/direct', { user_id: userId }),
+    createGroup: (name, memberIds) => post('/groups', { name, member_ids: memberIds }),
+    members: (id) => get(`/conversations/${enc(id)}/members`),
+    addMembers: (id, userIds) => post(`/conversations/${enc(id)}/members`, { user_ids: userIds }),
+    kick: (id, userId) => request('DELETE', `/conversations/${enc(id)}/members/${enc(userId)}`),
+    leave: (id) => post(`/conversations/${enc(id)}/leave`),
+    clear: (id) => post(`/conversations/${enc(id)}/clear`),
+    send: (id, clientMsgId, body) => post(`/conversations/${enc(id)}/messages`, { client_msg_id: clientMsgId, body }),
+    messagesAfter: (id, afterSeq, limit) => get(`/conversations/${enc(id)}/messages?after_seq=${afterSeq}&limit=${limit}`),
+    messagesBefore: (id, beforeSeq, limit) =>
+      get(`/conversations/${enc(id)}/messages?before_seq=${beforeSeq}&limit=${limit}`),
+    ack: (id, seq) => post(`/conversations/${enc(id)}/ack`, { seq }),
+    read: (id, seq) => post(`/conversations/${enc(id)}/read`, { seq }),
+  };
+}

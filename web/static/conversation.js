@@ -1,0 +1,505 @@
+// The open conversation: messages grouped by sender and day, paging back,
+// the new-messages marker, receipts, the composer, and read markers sent
+// only for messages a person can see.
+
+import { h, linkify } from './dom.js';
+import { Coalescer } from './util.js';
+import { dayKey, dayLabel, formatFull, formatTime, hue, initials, plural } from './format.js';
+
+const GROUP_GAP_MS = 5 * 60 * 1000;
+const NEAR_BOTTOM_PX = 48;
+const LOAD_OLDER_PX = 300;
+const KEEP_OPEN = 3000;
+
+export class ConversationView {
+  constructor(client, users, { onBack, onDetails }) {
+    this.client = client;
+    this.users = users;
+    this.onBack = onBack;
+    this.onDetails = onDetails;
+    this.convId = null;
+    this.drafts = new Map();
+    this.root = h('section', { class: 'chat', id: 'chat', 'aria-label': 'Conversation' });
+    this.renderer = new Coalescer(() => this.render());
+    // List changes (any conversation's traffic) only touch the header, the
+    // composer state and the floating buttons, not the message list.
+    this.headerRenderer = new Coalescer(() => this.renderHeader());
+    this.scroller = new Coalescer(() => this.onScrolled());
+    const mine = (id) => id === this.convId;
+    client.on('timeline', (id) => mine(id) && this.renderer.schedule());
+    client.on('pending', (id) => mine(id) && this.renderer.schedule());
+    client.on('members', (id) => mine(id) && this.renderer.schedule());
+    client.on('storm', (id) => (id === null || mine(id)) && this.renderer.schedule());
+    client.on('convs', () => this.convId && this.headerRenderer.schedule());
+    client.on('message', (id, m, live) => {
+      // A message that comes while nobody looks starts a "new messages"
+      // marker, as if the conversation had been opened with it unread.
+      if (mine(id) && live && m.from !== client.me.id && this.boundary === null && !this.attentive()) {
+        this.boundary = m.seq - 1;
+      }
+    });
+    users.on('change', () => this.convId && this.renderer.schedule());
+    window.addEventListener('focus', () => this.checkRead());
+    document.addEventListener('visibilitychange', () => this.checkRead());
+    window.addEventListener('resize', () => this.scroller.schedule());
+    this.showEmpty();
+  }
+
+  attentive() {
+    return document.visibilityState === 'visible' && document.hasFocus();
+  }
+
+  showEmpty() {
+    this.leave();
+    this.root.classList.add('empty');
+    this.root.replaceChildren(
+      h(
+        'div',
+        { class: 'chat-empty' },
+        h('h2', null, 'No conversation open'),
+        h('p', null, 'Pick a conversation from the list, or start a new chat or group.'),
+      ),
+    );
+  }
+
+  leave() {
+    if (this.convId) {
+      if (this.input) this.drafts.set(this.convId, this.input.value);
+      this.client.close(this.convId);
+    }
+    this.convId = null;
+  }
+
+  async show(convId) {
+    if (this.convId === convId) return;
+    this.leave();
+    const { client } = this;
+    this.convId = convId;
+    this.root.classList.remove('empty');
+    const conv = client.convs.get(convId);
+    // boundary: the read marker when the conversation was opened; the
+    // "new messages" line goes above the first message past it.
+    this.boundary = conv && conv.max_seq > conv.read_seq ? conv.read_seq : null;
+    this.positioned = false;
+    this.buildSkeleton();
+    this.render();
+    await client.open(convId);
+    if (this.convId !== convId) return;
+    const now = client.convs.get(convId);
+    if (this.boundary === null && now && now.max_seq > now.read_seq && !conv) this.boundary = now.read_seq;
+    // Bring the first unread into the page when it is not far back.
+    const tl = client.timeline(convId);
+    if (this.boundary !== null && tl.lo > this.boundary + 1 && (now?.max_seq ?? 0) - this.boundary <= 300) {
+      await client.ensureLoaded(convId, this.boundary + 1).catch(() => {});
+      if (this.convId !== convId) return;
+    }
+    this.render();
+    this.positionInitially();
+    this.positioned = true;
+    this.updateFloating();
+    this.checkRead();
+  }
+
+  buildSkeleton() {
+    this.titleEl = h('h2', { class: 'chat-title', id: 'chat-title' });
+    this.subtitleEl = h('p', { class: 'chat-subtitle', id: 'chat-subtitle' });
+    this.stormEl = h('div', { class: 'storm-banner', id: 'storm-banner', role: 'status', hidden: true });
+    this.listEl = h('div', {
+      class: 'messages',
+      id: 'messages',
+      role: 'log',
+      'aria-label': 'Messages',
+      'aria-live': 'polite',
+      tabindex: '0',
+    });
+    this.listEl.addEventListener('scroll', () => this.scroller.schedule(), { passive: true });
+    this.jumpUnreadEl = h(
+      'button',
+      { type: 'button', class: 'floating jump-unread', id: 'jump-unread', hidden: true, onClick: () => this.jumpToUnread() },
+      '↑ Jump to first unread',
+    );
+    this.jumpLatestEl = h(
+      'button',
+      { type: 'button', class: 'floating jump-latest', id: 'jump-latest', hidden: true, onClick: () => this.jumpToLatest() },
+      '↓ Latest',
+    );
+    this.input = h('textarea', {
+      id: 'composer-input',
+      class: 'composer-input',
+      rows: '1',
+      placeholder: 'Write a message',
+      'aria-label': 'Message',
+      'aria-describedby': 'composer-hint',
+      enterkeyhint: 'send',
+      onKeydown: (e) => this.onComposerKey(e),
+      onInput: () => this.autosize(),
+    });
+    this.input.value = this.drafts.get(this.convId) ?? '';
+    this.composerEl = h(
+      'form',
+      { class: 'composer', id: 'composer', onSubmit: (e) => this.onSubmit(e) },
+      this.input,
+      h('button', { type: 'submit', class: 'btn primary', id: 'send-btn' }, 'Send'),
+      h('p', { class: 'sr-only', id: 'composer-hint' }, 'Enter sends, Shift+Enter starts a new line.'),
+    );
+    this.leftEl = h('p', { class: 'left-notice', id: 'left-notice', hidden: true }, 'You are no longer a member of this conversation. You can still read what was sent while you were in it.');
+    this.root.replaceChildren(
+      h(
+        'header',
+        { class: 'chat-header' },
+        h('button', { type: 'button', class: 'btn icon back', id: 'back-btn', 'aria-label': 'Back to conversations', onClick: () => this.onBack() }, '←'),
+        h('div', { class: 'chat-heading' }, this.titleEl, this.subtitleEl),
+        h('button', { type: 'button', class: 'btn', id: 'details-btn', onClick: () => this.onDetails(this.convId) }, 'Details'),
+      ),
+      this.stormEl,
+      h('div', { class: 'chat-body' }, this.listEl, this.jumpUnreadEl, this.jumpLatestEl),
+      this.leftEl,
+      this.composerEl,
+    );
+    this.autosize();
+  }
+
+  focusComposer() {
+    if (this.input && !this.composerEl.hidden) this.input.focus();
+  }
+
+  // --- rendering ------------------------------------------------------------
+
+  render() {
+    if (!this.convId) return;
+    this.renderHeader();
+    this.renderMessages();
+  }
+
+  renderHeader() {
+    if (!this.convId) return;
+    const { client } = this;
+    const conv = client.convs.get(this.convId);
+    const title = client.title(conv) || 'Conversation';
+    this.titleEl.textContent = title;
+    this.subtitleEl.textContent = this.subtitle(conv);
+    const storm = client.storms.get(this.convId);
+    this.stormEl.hidden = !storm;
+    if (storm) {
+      const secs = Math.max(1, Math.round((storm.windowMs || 1000) / 1000));
+      this.stormEl.textContent = `Storm mode: this group is very busy (${storm.count} messages in ${plural(secs, 'second', 'seconds')}). New messages arrive in batches.`;
+    }
+    const left = Boolean(conv?.left);
+    this.leftEl.hidden = !left;
+    this.composerEl.hidden = left;
+    this.updateFloating();
+  }
+
+  subtitle(conv) {
+    if (!conv) return '';
+    if (conv.left) return 'You left this conversation';
+    if (conv.kind === 'direct') {
+      const peer = this.client.peerId(conv.id);
+      const u = peer ? this.users.get(peer) : null;
+      return u ? `Direct message · @${u.username}` : 'Direct message';
+    }
+    return plural(conv.members_count ?? this.client.members.get(conv.id)?.size ?? 0, 'member', 'members');
+  }
+
+  renderMessages() {
+    const { client, users } = this;
+    const convId = this.convId;
+    const conv = client.convs.get(convId);
+    const tl = client.timeline(convId);
+    const box = this.listEl;
+    const atBottom = this.isAtBottom();
+    const anchor = this.positioned && !atBottom ? this.captureAnchor() : null;
+    const myId = client.me.id;
+    const isGroup = conv?.kind === 'group';
+    const msgs = tl.list();
+    const markerSeq = this.markerSeq(tl);
+
+    // The last own message that is stored carries the receipt in words.
+    let lastOwn = null;
+    for (let i = msgs.length - 1; i >= 0; i--) {
+      if (msgs[i].from === myId) {
+        lastOwn = msgs[i].seq;
+        break;
+      }
+    }
+
+    const frag = document.createDocumentFragment();
+    if (tl.olderDone) {
+      frag.append(h('p', { class: 'history-start' }, msgs.length ? 'This is the start of the conversation.' : 'No messages yet. Say hello!'));
+    } else {
+      frag.append(
+        h(
+          'button',
+          { type: 'button', class: 'btn load-older', id: 'load-older', onClick: () => this.loadOlder() },
+          tl.loadingOlder ? 'Loading…' : 'Load older messages',
+        ),
+      );
+    }
+
+    let prev = null;
+    let group = null;
+    const flush = () => {
+      if (group) frag.append(group.el);
+      group = null;
+    };
+    const startGroup = (from, ts, own) => {
+      flush();
+      const body = h('div', { class: 'group-body' });
+      const el = h('div', { class: `msg-group ${own ? 'own' : 'other'}`, dataset: { from } });
+      if (!own && isGroup) {
+        el.append(h('span', { class: 'avatar small', style: `--hue:${hue(from)}`, 'aria-hidden': 'true' }, initials(users.name(from))));
+      }
+      if (!own) {
+        body.append(
+          h(
+            'div',
+            { class: 'group-head' },
+            h('span', { class: 'sender' }, users.name(from)),
+            h('time', { datetime: new Date(ts).toISOString(), title: formatFull(ts) }, formatTime(ts)),
+          ),
+        );
+      }
+      el.append(body);
+      group = { el, body, from, ts };
+    };
+
+    for (const m of msgs) {
+      const newDay = !prev || dayKey(prev.ts) !== dayKey(m.ts);
+      if (newDay) {
+        flush();
+        frag.append(h('div', { class: 'day-sep', role: 'separator' }, h('span', null, dayLabel(m.ts))));
+      }
+      const marker = m.seq === markerSeq;
+      if (marker) {
+        flush();
+        frag.append(h('div', { class: 'unread-marker', id: 'unread-marker', role: 'separator', tabindex: '-1' }, h('span', null, 'New messages')));
+      }
+      const own = m.from === myId;
+      if (!group || newDay || marker || group.from !== m.from || m.ts - prev.ts > GROUP_GAP_MS) startGroup(m.from, m.ts, own);
+      group.body.append(this.messageEl(m, own, m.seq === lastOwn));
+      prev = m;
+    }
+    const pending = client.outbox.list(convId);
+    if (pending.length) {
+      if (!group || group.from !== myId) startGroup(myId, Date.now(), true);
+      for (const item of pending) group.body.append(this.pendingEl(item));
+    }
+    flush();
+    box.replaceChildren(frag);
+
+    if (!this.positioned) {
+      // show() positions once the first pages are in.
+    } else if (atBottom || this.stickNext) {
+      box.scrollTop = box.scrollHeight;
+    } else if (anchor) {
+      this.restoreAnchor(anchor);
+    }
+    this.stickNext = false;
+    this.updateFloating();
+    this.checkRead();
+  }
+
+  // markerSeq is the first message from someone else past the boundary, but
+  // only when the range around the boundary is loaded (otherwise the jump
+  // button offers to load it).
+  markerSeq(tl) {
+    if (this.boundary === null) return null;
+    if (!(tl.lo <= this.boundary + 1 || tl.olderDone)) return null;
+    for (const m of tl.list()) if (m.seq > this.boundary && m.from !== this.client.me.id) return m.seq;
+    return null;
+  }
+
+  messageEl(m, own, lastOwn) {
+    const children = [h('p', { class: 'msg-body' }, linkify(m.body ?? ''))];
+    const meta = h('span', { class: 'msg-meta' }, h('time', { datetime: new Date(m.ts).toISOString(), title: formatFull(m.ts) }, formatTime(m.ts)));
+    let status = null;
+    let receipt = null;
+    if (own) {
+      const r = this.client.receipt(this.convId, m.seq);
+      status = r.state;
+      const words = receiptWords(r, this.client.convs.get(this.convId)?.kind);
+      meta.append(h('span', { class: `msg-status ${r.state}`, 'aria-label': words, title: words }, r.state === 'sent' ? '✓' : '✓✓'));
+      if (lastOwn) receipt = h('span', { class: 'msg-receipt', dataset: { status: r.state } }, words);
+    }
+    children.push(meta);
+    return h(
+      'div',
+      {
+        class: `msg${m.kind && m.kind !== 'text' ? ` kind-${m.kind}` : ''}`,
+        dataset: { seq: String(m.seq), cmid: m.client_msg_id ?? '', status: status ?? '' },
+      },
+      h('div', { class: 'bubble' }, ...children),
+      receipt,
+    );
+  }
+
+  pendingEl(item) {
+    const failed = item.status === 'failed';
+    const meta = failed
+      ? h(
+          'span',
+          { class: 'msg-meta failed' },
+          h('span', { class: 'send-error', role: 'alert' }, `Not sent: ${item.error}`),
+          h('button', { type: 'button', class: 'link retry-btn', onClick: () => this.client.outbox.retry(this.convId, item.cmid) }, 'Retry'),
+          h('button', { type: 'button', class: 'link discard-btn', onClick: () => this.client.outbox.discard(this.convId, item.cmid) }, 'Discard'),
+        )
+      : h('span', { class: 'msg-meta' }, h('span', { class: 'msg-status sending' }, 'Sending…'));
+    return h(
+      'div',
+      { class: `msg pending ${item.status}`, dataset: { cmid: item.cmid, status: item.status } },
+      h('div', { class: 'bubble' }, h('p', { class: 'msg-body' }, linkify(item.body)), meta),
+    );
+  }
+
+  // --- scrolling --------------------------------------------------------------
+
+  isAtBottom() {
+    const box = this.listEl;
+    if (!box) return true;
+    return box.scrollHeight - box.scrollTop - box.clientHeight < NEAR_BOTTOM_PX;
+  }
+
+  captureAnchor() {
+    const top = this.listEl.getBoundingClientRect().top;
+    for (const el of this.listEl.querySelectorAll('.msg[data-seq]')) {
+      const r = el.getBoundingClientRect();
+      if (r.bottom > top) return { seq: el.dataset.seq, offset: r.top - top };
+    }
+    return null;
+  }
+
+  restoreAnchor(anchor) {
+    const el = this.listEl.querySelector(`.msg[data-seq="${anchor.seq}"]`);
+    if (!el) return;
+    const top = this.listEl.getBoundingClientRect().top;
+    this.listEl.scrollTop += el.getBoundingClientRect().top - top - anchor.offset;
+  }
+
+  positionInitially() {
+    const marker = this.listEl.querySelector('#unread-marker');
+    if (marker) this.listEl.scrollTop = Math.max(0, marker.offsetTop - 48);
+    else this.listEl.scrollTop = this.listEl.scrollHeight;
+  }
+
+  onScrolled() {
+    if (!this.convId || !this.positioned) return;
+    const tl = this.client.timeline(this.convId);
+    if (this.listEl.scrollTop < LOAD_OLDER_PX && !tl.olderDone && !tl.loadingOlder) this.loadOlder();
+    if (this.isAtBottom() && tl.size > KEEP_OPEN && tl.trim(KEEP_OPEN / 2)) this.renderer.schedule();
+    this.updateFloating();
+    this.checkRead();
+  }
+
+  loadOlder() {
+    if (!this.convId) return;
+    const p = this.client.loadOlder(this.convId);
+    this.renderer.schedule();
+    return p;
+  }
+
+  updateFloating() {
+    if (!this.convId || !this.listEl) return;
+    const conv = this.client.convs.get(this.convId);
+    const atBottom = this.isAtBottom();
+    this.jumpLatestEl.hidden = atBottom;
+    const unread = conv?.unread || 0;
+    this.jumpLatestEl.textContent = unread ? `↓ ${plural(unread, 'new message', 'new messages')}` : '↓ Latest';
+    let showJump = false;
+    if (this.boundary !== null && this.positioned) {
+      const marker = this.listEl.querySelector('#unread-marker');
+      if (!marker) {
+        const tl = this.client.timeline(this.convId);
+        showJump = !tl.olderDone && tl.lo > this.boundary + 1;
+      } else {
+        showJump = marker.getBoundingClientRect().bottom < this.listEl.getBoundingClientRect().top;
+      }
+    }
+    this.jumpUnreadEl.hidden = !showJump;
+  }
+
+  async jumpToUnread() {
+    const convId = this.convId;
+    if (this.boundary === null) return;
+    this.jumpUnreadEl.textContent = 'Loading…';
+    await this.client.ensureLoaded(convId, this.boundary + 1).catch(() => {});
+    this.jumpUnreadEl.textContent = '↑ Jump to first unread';
+    if (this.convId !== convId) return;
+    this.render();
+    const marker = this.listEl.querySelector('#unread-marker');
+    if (marker) {
+      this.listEl.scrollTop = Math.max(0, marker.offsetTop - 48);
+      marker.focus({ preventScroll: true });
+    }
+    this.updateFloating();
+  }
+
+  jumpToLatest() {
+    this.listEl.scrollTop = this.listEl.scrollHeight;
+    this.updateFloating();
+    this.checkRead();
+    this.focusComposer();
+  }
+
+  // checkRead reports the newest message the person can see, when the window
+  // is visible and focused: that is what "read" means.
+  checkRead() {
+    if (!this.convId || !this.positioned || !this.attentive() || !this.listEl) return;
+    const box = this.listEl.getBoundingClientRect();
+    if (box.height === 0) return;
+    const els = this.listEl.querySelectorAll('.msg[data-seq]');
+    for (let i = els.length - 1; i >= 0; i--) {
+      const r = els[i].getBoundingClientRect();
+      if (r.top < box.bottom - Math.min(r.height, 16) && r.bottom > box.top) {
+        this.client.markRead(this.convId, Number(els[i].dataset.seq));
+        return;
+      }
+      if (r.bottom <= box.top) return;
+    }
+  }
+
+  // --- composer ---------------------------------------------------------------
+
+  onComposerKey(e) {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && !e.altKey && !e.ctrlKey && !e.metaKey) {
+      e.preventDefault();
+      this.submit();
+    }
+  }
+
+  onSubmit(e) {
+    e.preventDefault();
+    this.submit();
+  }
+
+  submit() {
+    const body = this.input.value.replace(/^\s*\n/, '').replace(/\s+$/, '');
+    if (!body.trim() || !this.convId) return;
+    this.client.outbox.send(this.convId, body);
+    this.input.value = '';
+    this.drafts.delete(this.convId);
+    this.autosize();
+    this.stickNext = true;
+    this.renderer.schedule();
+    this.input.focus();
+  }
+
+  autosize() {
+    const el = this.input;
+    if (!el) return;
+    el.style.height = 'auto';
+    el.style.height = `${Math.min(el.scrollHeight, 200)}px`;
+  }
+}
+
+function receiptWords(r, kind) {
+  switch (r.state) {
+    case 'read':
+      return kind === 'group' ? `Read by ${r.readers}` : 'Read';
+    case 'partial':
+      return `Read by ${r.readers}`;
+    case 'delivered':
+      return 'Delivered';
+    default:
+      return 'Sent';
+  }
+}

@@ -1,0 +1,123 @@
+// Outbox holds the messages this tab is sending. Each has a client_msg_id made
+// once; every retry reuses it, so the server stores the message at most once
+// (PROTOCOL.md, guarantee 3) however often we try.
+
+import { newClientMsgId } from './util.js';
+
+const SEND_TIMEOUT_MS = 15000;
+const MAX_RATE_RETRIES = 5;
+
+export class Outbox {
+  constructor(client) {
+    this.client = client;
+    this.byConv = new Map();
+  }
+
+  list(convId) {
+    return this.byConv.get(convId) ?? [];
+  }
+
+  send(convId, body) {
+    const item = {
+      conv: convId,
+      cmid: newClientMsgId(),
+      body,
+      ts: Date.now(),
+      status: 'sending',
+      error: '',
+      network: false,
+      rateRetries: 0,
+    };
+    this.byConv.set(convId, [...this.list(convId), item]);
+    this.attempt(item);
+    return item;
+  }
+
+  retry(convId, cmid) {
+    const item = this.list(convId).find((i) => i.cmid === cmid);
+    if (item && item.status === 'failed') this.attempt(item);
+  }
+
+  discard(convId, cmid) {
+    this.remove(convId, cmid);
+  }
+
+  // retryNetworkFailures resends what failed only because we were offline.
+  retryNetworkFailures() {
+    for (const items of this.byConv.values()) {
+      for (const item of items) if (item.status === 'failed' && item.network) this.attempt(item);
+    }
+  }
+
+  // resolve drops the pending copy once the stored message is known, whether
+  // it came back as `sent`, over HTTP, or as a live `msg` from another path.
+  resolve(convId, cmid) {
+    if (!cmid) return;
+    if (this.list(convId).some((i) => i.cmid === cmid)) this.remove(convId, cmid);
+  }
+
+  remove(convId, cmid) {
+    const rest = this.list(convId).filter((i) => i.cmid !== cmid);
+    if (rest.length) this.byConv.set(convId, rest);
+    else this.byConv.delete(convId);
+    this.client.emit('pending', convId);
+  }
+
+  isPending(item) {
+    return this.list(item.conv).includes(item);
+  }
+
+  async attempt(item) {
+    const { client } = this;
+    item.status = 'sending';
+    item.error = '';
+    item.network = false;
+    client.emit('pending', item.conv);
+    try {
+      let res;
+      if (client.socket.online) {
+        res = await client.socket.request(
+          { type: 'send', conv: item.conv, client_msg_id: item.cmid, body: item.body },
+          SEND_TIMEOUT_MS,
+        );
+      } else {
+        res = await client.api.send(item.conv, item.cmid, item.body);
+      }
+      client.ingest(item.conv, [res.message], true);
+      // ingest resolves by client_msg_id; a duplicate answer carries the
+      // first stored copy, which has the same id.
+      this.resolve(item.conv, item.cmid);
+    } catch (err) {
+      if (!this.isPending(item)) return;
+      if (err.code === 'rate_limited' && item.rateRetries < MAX_RATE_RETRIES) {
+        item.rateRetries++;
+        setTimeout(() => this.isPending(item) && this.attempt(item), Math.max(250, err.retryAfterMs || 1000));
+        return;
+      }
+      item.status = 'failed';
+      item.network = Boolean(err.network);
+      item.error = describe(err);
+      client.emit('pending', item.conv);
+    }
+  }
+}
+
+function describe(err) {
+  switch (err.code) {
+    case 'too_large':
+      return 'the message is too long.';
+    case 'rate_limited':
+      return 'sending too fast, try again in a moment.';
+    case 'not_member':
+    case 'forbidden':
+      return 'you cannot post here.';
+    case 'offline':
+    case 'disconnected':
+    case 'network':
+      return 'no connection.';
+    case 'timeout':
+      return 'no answer from the server.';
+    default:
+      return err.message || 'the server refused it.';
+  }
+}
