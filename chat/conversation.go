@@ -40,6 +40,10 @@ type Member struct {
 	Role        string `json:"role"`
 	LastAckSeq  int64  `json:"last_ack_seq"`
 	ReadSeq     int64  `json:"read_seq"`
+	// MinSeq is the first seq the member may see; fan-out checks it because
+	// the dispatcher may deliver a message committed before the member
+	// joined after the roster already shows it.
+	MinSeq int64 `json:"-"`
 }
 
 // Membership is what the domain needs to know of one member row to decide

@@ -170,7 +170,9 @@ func (s *Service) Clear(ctx context.Context, me, conv string) error {
 	if _, err := s.store.Membership(ctx, conv, me); err != nil {
 		return err
 	}
-	if err := s.store.ClearHistory(ctx, conv, me); err != nil {
+	err := s.store.ClearHistory(ctx, conv, me)
+	s.rosters.forget(conv) // fan-out must see my new min_seq
+	if err != nil {
 		return err
 	}
 	s.notifyEntries(ctx, conv, []string{me})

@@ -17,6 +17,23 @@ type cachedRoster struct {
 	Roster
 	roles map[string]string
 	ids   []string
+	// latestJoin is the largest MinSeq of the members: messages from it on
+	// go to everyone, older ones only to members who could see them.
+	latestJoin int64
+}
+
+// recipients lists the members allowed to see seq.
+func (r *cachedRoster) recipients(seq int64) []string {
+	if seq >= r.latestJoin {
+		return r.ids
+	}
+	ids := make([]string, 0, len(r.ids))
+	for _, m := range r.Members {
+		if m.MinSeq <= seq {
+			ids = append(ids, m.UserID)
+		}
+	}
+	return ids
 }
 
 func newRosterCache() *rosterCache {
@@ -41,6 +58,7 @@ func (c *rosterCache) get(ctx context.Context, store ConversationStore, conv str
 	r = &cachedRoster{Roster: ro, roles: make(map[string]string, len(ro.Members)), ids: ro.UserIDs()}
 	for _, m := range ro.Members {
 		r.roles[m.UserID] = m.Role
+		r.latestJoin = max(r.latestJoin, m.MinSeq)
 	}
 	c.mu.Lock()
 	if len(c.m) >= maxCachedRosters {

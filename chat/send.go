@@ -140,6 +140,6 @@ func (s *Service) fanOut(ctx context.Context, msgs []Message) {
 			s.log.Warn("fan-out: roster", "conv", m.Conv, "err", err)
 			continue
 		}
-		s.deliver.Deliver(r.ids, &Event{Type: EventMessage, Conv: m.Conv, ExceptSession: m.Origin, Message: m})
+		s.deliver.Deliver(r.recipients(m.Seq), &Event{Type: EventMessage, Conv: m.Conv, ExceptSession: m.Origin, Message: m})
 	}
 }

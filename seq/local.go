@@ -42,3 +42,13 @@ func (l *Local) Forget(conv string) {
 	delete(l.last, conv)
 	l.mu.Unlock()
 }
+
+// Unget returns seq, the last one Next handed out for conv, when it was not
+// used (the message turned out to be a duplicate), so seqs stay gapless.
+func (l *Local) Unget(conv string, seq int64) {
+	l.mu.Lock()
+	if l.last[conv] == seq {
+		l.last[conv] = seq - 1
+	}
+	l.mu.Unlock()
+}

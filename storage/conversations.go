@@ -245,7 +245,7 @@ func (db *DB) Roster(ctx context.Context, conv string) (chat.Roster, error) {
 	} else if err != nil {
 		return r, err
 	}
-	rows, err := db.readers.QueryContext(ctx, `SELECT m.user_id, COALESCE(u.username, ''), COALESCE(u.display_name, ''), m.role, m.last_ack_seq, m.read_seq
+	rows, err := db.readers.QueryContext(ctx, `SELECT m.user_id, COALESCE(u.username, ''), COALESCE(u.display_name, ''), m.role, m.last_ack_seq, m.read_seq, m.min_seq
 		FROM members m LEFT JOIN users u ON u.id = m.user_id
 		WHERE m.conv_id = ? AND m.max_seq IS NULL ORDER BY m.joined_at, m.user_id`, conv)
 	if err != nil {
@@ -254,7 +254,7 @@ func (db *DB) Roster(ctx context.Context, conv string) (chat.Roster, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var m chat.Member
-		if err := rows.Scan(&m.UserID, &m.Username, &m.DisplayName, &m.Role, &m.LastAckSeq, &m.ReadSeq); err != nil {
+		if err := rows.Scan(&m.UserID, &m.Username, &m.DisplayName, &m.Role, &m.LastAckSeq, &m.ReadSeq, &m.MinSeq); err != nil {
 			return r, err
 		}
 		r.Members = append(r.Members, m)

@@ -19,19 +19,6 @@ func (db *DB) Append(ctx context.Context, m chat.Message) chat.Pending {
 
 func (w *writer) appendMessage(t *wtx, j *job) error {
 	m := *j.msg
-	find, err := t.stmt(`SELECT seq, kind, body, ts FROM messages WHERE conv_id = ? AND sender_id = ? AND client_msg_id = ?`)
-	if err != nil {
-		return err
-	}
-	prev := m
-	switch err := find.QueryRowContext(t.ctx, m.Conv, m.From, m.ClientMsgID).Scan(&prev.Seq, &prev.Kind, &prev.Body, &prev.TS); {
-	case err == nil:
-		prev.Origin = ""
-		t.results[j] = result{msg: prev, dup: true}
-		return nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return err
-	}
 	t.touched[m.Conv] = struct{}{}
 	load, err := t.stmt(`SELECT max_seq, seq_bound FROM conversations WHERE id = ?`)
 	if err != nil {
@@ -49,12 +36,22 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 		return err
 	}
 	m.TS = nowMS()
-	ins, err := t.stmt(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	// The unique index decides duplicates: one statement for the common
+	// case, a look-up only for a retry.
+	ins, err := t.stmt(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (conv_id, sender_id, client_msg_id) DO NOTHING`)
 	if err != nil {
 		return err
 	}
-	if _, err := ins.ExecContext(t.ctx, m.Conv, m.Seq, m.From, m.ClientMsgID, m.Kind, m.Body, m.TS); err != nil {
+	res, err := ins.ExecContext(t.ctx, m.Conv, m.Seq, m.From, m.ClientMsgID, m.Kind, m.Body, m.TS)
+	if err != nil {
 		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		w.alloc.Unget(m.Conv, m.Seq)
+		return w.duplicate(t, j, m)
 	}
 	t.convMax[m.Conv] = m.Seq
 	t.senderMax[[2]string{m.Conv, m.From}] = m.Seq
@@ -62,6 +59,22 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	stored := m
 	stored.Origin = ""
 	t.results[j] = result{msg: stored}
+	return nil
+}
+
+// duplicate answers j with the message stored earlier under its
+// client_msg_id.
+func (w *writer) duplicate(t *wtx, j *job, m chat.Message) error {
+	find, err := t.stmt(`SELECT seq, kind, body, ts FROM messages WHERE conv_id = ? AND sender_id = ? AND client_msg_id = ?`)
+	if err != nil {
+		return err
+	}
+	prev := m
+	prev.Origin = ""
+	if err := find.QueryRowContext(t.ctx, m.Conv, m.From, m.ClientMsgID).Scan(&prev.Seq, &prev.Kind, &prev.Body, &prev.TS); err != nil {
+		return err
+	}
+	t.results[j] = result{msg: prev, dup: true}
 	return nil
 }
 
