@@ -16,7 +16,8 @@ type Config struct {
 	DB    string `yaml:"db"`
 	Redis string `yaml:"redis"`
 	Auth  struct {
-		Registration string `yaml:"registration"`
+		Registration string   `yaml:"registration"`
+		Admins       []string `yaml:"admins"`
 	} `yaml:"auth"`
 	Storm struct {
 		Window        time.Duration `yaml:"window"`
@@ -52,6 +53,25 @@ type Config struct {
 		Level  string `yaml:"level"`
 		Format string `yaml:"format"`
 	} `yaml:"log"`
+	Events struct {
+		Capacity        int           `yaml:"capacity"`
+		TTL             time.Duration `yaml:"ttl"`
+		BatchSize       int           `yaml:"batch_size"`
+		PollInterval    time.Duration `yaml:"poll_interval"`
+		WebhookTimeout  time.Duration `yaml:"webhook_timeout"`
+		WebhookAttempts int           `yaml:"webhook_attempts"`
+	} `yaml:"events"`
+	Webhooks []WebhookConfig `yaml:"webhooks"`
+	Debug    struct {
+		Pprof bool `yaml:"pprof"`
+	} `yaml:"debug"`
+}
+
+// WebhookConfig is one outgoing webhook.
+type WebhookConfig struct {
+	URL    string   `yaml:"url"`
+	Events []string `yaml:"events"`
+	Secret string   `yaml:"secret"`
 }
 
 // defaultConfig is what `imserver serve` runs with when given nothing.
@@ -79,6 +99,12 @@ func defaultConfig() Config {
 	c.Chat.ReceiptInterval = time.Second
 	c.Log.Level = "info"
 	c.Log.Format = "text"
+	c.Events.Capacity = 1000
+	c.Events.TTL = 10 * time.Minute
+	c.Events.BatchSize = 100
+	c.Events.PollInterval = 250 * time.Millisecond
+	c.Events.WebhookTimeout = 5 * time.Second
+	c.Events.WebhookAttempts = 3
 	return c
 }
 
@@ -107,8 +133,22 @@ func (c *Config) validate() error {
 	default:
 		return fmt.Errorf("auth.registration must be open or closed, not %q", c.Auth.Registration)
 	}
-	if c.Storm.LowerMark >= c.Storm.Threshold {
-		return fmt.Errorf("storm.lower_mark (%d) must be below storm.threshold (%d)", c.Storm.LowerMark, c.Storm.Threshold)
+	if c.Storm.Threshold < 0 {
+		return fmt.Errorf("storm.threshold must be >= 0 (0 turns storm mode off), not %d", c.Storm.Threshold)
 	}
-	return nil
+	if c.Storm.Threshold > 0 {
+		if c.Storm.LowerMark >= c.Storm.Threshold {
+			return fmt.Errorf("storm.lower_mark (%d) must be below storm.threshold (%d)", c.Storm.LowerMark, c.Storm.Threshold)
+		}
+		if c.Storm.LowerMark < 1 {
+			return fmt.Errorf("storm.lower_mark must be >= 1, not %d", c.Storm.LowerMark)
+		}
+		if c.Storm.Window <= 0 || c.Storm.FlushInterval <= 0 {
+			return fmt.Errorf("storm.window and storm.flush_interval must be positive")
+		}
+	}
+	if c.Events.Capacity < 1 {
+		return fmt.Errorf("events.capacity must be >= 1, not %d", c.Events.Capacity)
+	}
+	return validateWebhooks(c.Webhooks)
 }

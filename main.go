@@ -106,6 +106,15 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	}
 	metrics := server.NewMetrics()
 	hub := server.NewHub(log, metrics)
+	window, err := stormWindow(cfg, log, metrics)
+	if err != nil {
+		return err
+	}
+	events, err := eventQueue(cfg)
+	if err != nil {
+		return err
+	}
+	metrics.WatchEventQueue(events)
 	var svc *chat.Service
 	db, err := storage.Open(ctx, cfg.DB, storage.Options{
 		Synchronous: cfg.SQLite.Synchronous,
@@ -118,13 +127,16 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	svc = chat.NewService(db, hub, chatConfig(cfg), log)
+	ccfg := chatConfig(cfg)
+	ccfg.Storm.Counter, ccfg.Events, ccfg.Observer = window, events, metrics
+	svc = chat.NewService(db, hub, ccfg, log)
 	srv := server.New(server.Config{
 		MaxRequestBytes: cfg.Limits.MaxRequestBytes,
 		MaxFrameBytes:   cfg.Limits.MaxFrameBytes,
 		AllowedOrigins:  cfg.WebSocket.AllowedOrigins,
 		SessionQueue:    cfg.WebSocket.SessionQueue,
 		WriteTimeout:    cfg.WebSocket.WriteTimeout,
+		Pprof:           cfg.Debug.Pprof,
 	}, svc, hub, metrics, web.Handler(), map[string]server.Pinger{"sqlite": db.Ping}, log)
 
 	l, err := net.Listen("tcp", cfg.Addr)
@@ -134,6 +146,14 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on http://%s (database %s)\n", version, l.Addr(), cfg.DB)
+	hooks := server.NewWebhooks(events, webhooks(cfg), server.WebhookOptions{
+		Timeout:      cfg.Events.WebhookTimeout,
+		Attempts:     cfg.Events.WebhookAttempts,
+		BatchSize:    cfg.Events.BatchSize,
+		PollInterval: cfg.Events.PollInterval,
+		UserAgent:    "imserver/" + version,
+	}, metrics, log)
+	hooks.Start()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 
@@ -148,6 +168,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	// let the writer commit what is queued.
 	err = errors.Join(err, srv.Shutdown(shutdownCtx))
 	svc.Close()
+	hooks.Close()
 	err = errors.Join(err, db.Close())
 	return err
 }
@@ -160,5 +181,12 @@ func chatConfig(cfg Config) chat.Config {
 		RegistrationOpen: cfg.Auth.Registration == "open",
 		AckFlushInterval: cfg.Chat.AckFlushInterval,
 		ReceiptInterval:  cfg.Chat.ReceiptInterval,
+		Admins:           cfg.Auth.Admins,
+		Storm: chat.StormConfig{
+			Threshold:     cfg.Storm.Threshold,
+			LowerMark:     cfg.Storm.LowerMark,
+			Window:        cfg.Storm.Window,
+			FlushInterval: cfg.Storm.FlushInterval,
+		},
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"net/http/pprof"
 	"time"
 )
 
@@ -29,10 +30,18 @@ func (s *Server) routes() *http.ServeMux {
 	m.HandleFunc("POST /api/v1/conversations/{id}/messages", s.authed(s.handleSend))
 	m.HandleFunc("GET /api/v1/conversations/{id}/messages", s.authed(s.handleMessages))
 
+	m.HandleFunc("GET /api/v1/admin/storms", s.authed(s.handleStorms))
+
 	m.HandleFunc("GET /api/v1/ws", s.handleWS)
 	m.HandleFunc("/api/", s.handleUnknownAPI)
 	m.HandleFunc("GET /healthz", s.handleHealth)
 	m.Handle("GET /metrics", s.metrics.Handler())
+	if s.cfg.Pprof {
+		m.HandleFunc("/debug/pprof/", pprof.Index)
+		m.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		m.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	if s.ui != nil {
 		m.Handle("/", s.ui)
 	}

@@ -22,6 +22,8 @@ type Config struct {
 	// SessionQueue bounds the frames waiting for one session.
 	SessionQueue int
 	WriteTimeout time.Duration
+	// Pprof serves net/http/pprof at /debug/pprof/.
+	Pprof bool
 }
 
 func (c *Config) setDefaults() {
@@ -111,6 +113,15 @@ func (s *Server) Serve(l net.Listener) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.http.Shutdown(ctx)
 	s.hub.CloseAll()
+	// Ending the sessions' contexts aborts their closing handshakes, and
+	// clients would see the connection drop without the going-away
+	// status: wait (within ctx) for the sessions to end first.
+	for len(s.hub.sessions()) > 0 && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	s.stop()
 	return err
 }
