@@ -48,6 +48,7 @@ func (e *apiError) Error() string {
 }
 
 func truncate(b []byte, n int) string {
+	b = bytes.TrimSpace(b)
 	if len(b) > n {
 		return string(b[:n]) + "..."
 	}

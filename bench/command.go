@@ -1,8 +1,3 @@
-// Package bench is `imserver bench`: a load generator that drives an imserver
-// over the public protocol only (PROTOCOL.md) and reports what users ask of a
-// chat server: durable sends/s, deliveries/s, send→deliver latency, catch-up
-// time, memory per idle session, and whether anything was lost, duplicated or
-// reordered.
 package bench
 
 import (
@@ -187,6 +182,10 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 			failed = append(failed, fmt.Sprintf("%s: correctness: %+v", sc.name, res.Correctness))
 		case len(res.Deviations) > 0:
 			failed = append(failed, fmt.Sprintf("%s: %d protocol deviations", sc.name, len(res.Deviations)))
+		case len(res.SendErrors) > 0:
+			// The figures would describe a smaller load than asked for.
+			failed = append(failed, fmt.Sprintf("%s: %d sends refused (%s); an embedded server raises the limits, a --url one may need limits.send_rate raised",
+				sc.name, countSum(res.SendErrors), res.SendErrors[0].What))
 		}
 		if ctx.Err() != nil {
 			break

@@ -68,3 +68,10 @@ func TestSizesForDefaultsAndFlags(t *testing.T) {
 		t.Errorf("mixed with --rate 0: rate %v, want 0 (flat out)", got.Rate)
 	}
 }
+
+func TestDurationAloneBoundsSend(t *testing.T) {
+	o := Options{Sizes: Sizes{Duration: 5 * time.Second, Rate: 1000}, RateSet: true}
+	if got := o.sizesFor(sendScenario); got.Messages != 0 || got.Duration != 5*time.Second || got.Rate != 1000 {
+		t.Errorf("send with --duration 5s --rate 1000: %+v", got)
+	}
+}

@@ -53,11 +53,11 @@ func (p *progress) loop(r *run) {
 		case now := <-t.C:
 			sent, deliv := r.stats.confirmed.Load(), r.stats.liveDeliveries.Load()
 			dt := now.Sub(last).Seconds()
-			line := fmt.Sprintf("%-8s %5.1fs  %-36s sent %s (%s/s)  delivered %s (%s/s)  p99 %sms  pulled %s  resync %d  errors %d",
+			line := fmt.Sprintf("%-8s %5.1fs  %-36s sent %s (%s/s)  delivered %s (%s/s)  p99 %s  pulled %s  resync %d  errors %d",
 				r.name, now.Sub(start).Seconds(), r.getPhase(),
 				si(float64(sent)), si(float64(sent-lastSent)/dt),
 				si(float64(deliv)), si(float64(deliv-lastDeliv)/dt),
-				ms(r.latency.summary().P99), si(float64(r.stats.viaPull.Load())),
+				p99(r), si(float64(r.stats.viaPull.Load())),
 				r.stats.resyncs.Load(), r.sendErrorCount()+int(r.stats.disconnects.Load()))
 			lastSent, lastDeliv, last = sent, deliv, now
 			if p.tty {
@@ -72,4 +72,12 @@ func (p *progress) loop(r *run) {
 func (p *progress) close() {
 	close(p.stop)
 	<-p.done
+}
+
+func p99(r *run) string {
+	l := r.latency.summary()
+	if l.Count == 0 {
+		return "-"
+	}
+	return ms(l.P99) + "ms"
 }

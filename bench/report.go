@@ -84,8 +84,8 @@ type Memory struct {
 	RSSAfter        float64 `json:"rss_after_bytes"`
 	BytesPerSession float64 `json:"rss_bytes_per_session"`
 	HeapPerSession  float64 `json:"heap_stack_bytes_per_session,omitempty"` // heap + stack in use, after GC, if exported
-	GoroutinesPerS  float64 `json:"goroutines_per_session,omitempty"` // go_goroutines, if exported
-	GaugeSessions   float64 `json:"imserver_sessions"`                // -1 when the gauge is absent
+	GoroutinesPerS  float64 `json:"goroutines_per_session,omitempty"`       // go_goroutines, if exported
+	GaugeSessions   float64 `json:"imserver_sessions"`                      // -1 when the gauge is absent
 	ConnectPerSec   float64 `json:"connects_per_sec"`
 }
 
@@ -197,8 +197,8 @@ func writeTable(w io.Writer, rep *Report) {
 	row("cpu s server/bench", func(r *Result) string {
 		return nz(r.ServerCPUSec+r.ClientCPUSec, fmt.Sprintf("%.1f / %.1f", r.ServerCPUSec, r.ClientCPUSec))
 	})
-	row("resyncs/storms/disconn", func(r *Result) string {
-		return fmt.Sprintf("%d/%d/%d", r.Resyncs, r.Storms, r.Disconnects)
+	row("resync/storm/batch/disc", func(r *Result) string {
+		return fmt.Sprintf("%d/%d/%d/%d", r.Resyncs, r.Storms, r.BatchFrames, r.Disconnects)
 	})
 	row("expected", func(r *Result) string { return fmt.Sprint(r.Correctness.Expected) })
 	row("received", func(r *Result) string { return fmt.Sprint(r.Correctness.Received) })
@@ -214,7 +214,7 @@ func writeTable(w io.Writer, rep *Report) {
 		if r.Error != "" {
 			return "ERROR"
 		}
-		if r.Correctness.OK() && len(r.Deviations) == 0 {
+		if r.Correctness.OK() && len(r.Deviations) == 0 && len(r.SendErrors) == 0 {
 			return "ok"
 		}
 		return "FAIL"

@@ -17,6 +17,9 @@ var fanoutScenario = &scenario{
 		if given.Sessions == 0 {
 			sz.Sessions = sz.Users
 		}
+		if given.Duration > 0 && given.Messages == 0 {
+			sz.Messages = 0 // --duration alone: send until it is up
+		}
 		clampSizes(sz)
 	},
 	run: func(ctx context.Context, r *run, res *Result) error {

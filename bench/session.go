@@ -284,8 +284,18 @@ func (s *session) ownMessage(m wireMessage) bool {
 func (s *session) send(ctx context.Context, st *recvState, bodySize int) error {
 	select {
 	case s.window <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	default:
+		t := time.NewTimer(s.run.opts.DrainTimeout)
+		select {
+		case s.window <- struct{}{}:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+			s.run.note("stall", fmt.Sprintf("session %d: no send answered for %s with %d in flight; it stopped sending", s.id, s.run.opts.DrainTimeout, cap(s.window)))
+			return errors.New("sends not answered")
+		}
 	}
 	now := s.run.now()
 	s.mu.Lock()

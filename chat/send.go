@@ -40,6 +40,7 @@ func (s *Service) Submit(ctx context.Context, from string, req SendRequest) Pend
 	if m != nil {
 		return func() (Message, bool, error) { return *m, true, nil }
 	}
+	s.recordStorm(ctx, req.Conv)
 	wait := s.store.Append(ctx, Message{
 		Conv:        req.Conv,
 		From:        from,
@@ -111,19 +112,35 @@ func (s *Service) Committed(msgs []Message) {
 
 // dispatch fans committed messages out to online members. One goroutine
 // keeps the per-conversation order the writer committed in.
+// Storm transitions and batch flushes run here too, so that a storming
+// group's messages keep that order.
 func (s *Service) dispatch() {
 	defer s.wg.Done()
 	ctx := context.Background()
+	var changes <-chan stormChange
+	var flush <-chan time.Time
+	if s.storm != nil {
+		t := time.NewTicker(s.storm.cfg.FlushInterval)
+		defer t.Stop()
+		changes, flush = s.storm.changes, t.C
+	}
 	for {
 		select {
 		case msgs := <-s.commits:
 			s.fanOut(ctx, msgs)
+		case c := <-changes:
+			s.switchStorm(ctx, c)
+		case <-flush:
+			s.flushStorms()
 		case <-s.stop:
 			for {
 				select {
 				case msgs := <-s.commits:
 					s.fanOut(ctx, msgs)
 				default:
+					if s.storm != nil {
+						s.flushStorms()
+					}
 					return
 				}
 			}
@@ -138,6 +155,9 @@ func (s *Service) fanOut(ctx context.Context, msgs []Message) {
 		if err != nil {
 			// Members will find the message with their next sync.
 			s.log.Warn("fan-out: roster", "conv", m.Conv, "err", err)
+			continue
+		}
+		if s.bufferStorm(r, m) {
 			continue
 		}
 		s.deliver.Deliver(r.recipients(m.Seq), &Event{Type: EventMessage, Conv: m.Conv, ExceptSession: m.Origin, Message: m})

@@ -20,6 +20,14 @@ type Config struct {
 	ReceiptInterval time.Duration
 	// DedupEntries bounds the recent client_msg_id cache.
 	DedupEntries int
+	// Storm sets storm mode for busy groups; off when Storm.Threshold is 0.
+	Storm StormConfig
+	// Admins are the usernames that may use the admin API.
+	Admins []string
+	// Events receives outbound events (storm alerts); nil drops them.
+	Events EventQueue
+	// Observer is told what the metrics count; nil tells no one.
+	Observer Observer
 }
 
 func (c *Config) setDefaults() {
@@ -41,6 +49,10 @@ func (c *Config) setDefaults() {
 	if c.DedupEntries <= 0 {
 		c.DedupEntries = 100_000
 	}
+	c.Storm.setDefaults()
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
 }
 
 // Service is the chat domain: every use case of the protocol, independent of
@@ -57,6 +69,8 @@ type Service struct {
 	acks     *ackBuffer
 	receipts *receiptBuffer
 	hashing  chan struct{} // bounds concurrent password hashing (memory-hard)
+	storm    *stormMode    // nil when storm mode is off
+	obs      Observer
 
 	commits chan []Message
 	stop    chan struct{}
@@ -78,6 +92,8 @@ func NewService(store Store, deliver Deliverer, cfg Config, log *slog.Logger) *S
 		acks:     newAckBuffer(),
 		receipts: newReceiptBuffer(),
 		hashing:  make(chan struct{}, 2),
+		storm:    newStormMode(cfg.Storm),
+		obs:      cfg.Observer,
 		commits:  make(chan []Message, 1024),
 		stop:     make(chan struct{}),
 	}
@@ -85,6 +101,10 @@ func NewService(store Store, deliver Deliverer, cfg Config, log *slog.Logger) *S
 	go s.dispatch()
 	go s.flushAcksLoop()
 	go s.flushReceiptsLoop()
+	if s.storm != nil {
+		s.wg.Add(1)
+		go s.stormMonitor()
+	}
 	return s
 }
 

@@ -98,6 +98,7 @@ const (
 	EventReceipt      = "receipt"
 	EventConversation = "conversation"
 	EventStorm        = "storm"
+	EventBatch        = "batch"
 )
 
 // Event is something that happened which online sessions should hear of.
@@ -116,6 +117,9 @@ type Event struct {
 	Count        int           // storm
 	WindowMS     int64         // storm
 	Storm        bool          // msg: the conversation is storming, coalesce
+	// Messages of one conversation in seq order (batch). Each keeps its
+	// Origin: that session already has it (`sent`) and must not get it again.
+	Messages []Message
 }
 
 // Read is one member's read marker.

@@ -218,16 +218,22 @@ func (b *tab) saveScreenshot(name string) {
 }
 
 // setOffline cuts the tab's network (HTTP and WebSocket) and tells the page
-// it is offline, or brings both back.
-func (b *tab) setOffline(off bool) {
+// it is offline, or brings both back. With URL patterns only the matching
+// requests fail (the page itself can still load).
+func (b *tab) setOffline(off bool, patterns ...string) {
 	b.t.Helper()
+	if len(patterns) == 0 {
+		patterns = []string{""}
+	}
 	b.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 		if _, err := cdp.Call(ctx, t, network.Enable, network.EnableParams{}); err != nil {
 			return err
 		}
 		rules := []*network.Conditions{}
-		if off {
-			rules = append(rules, &network.Conditions{Offline: true, DownloadThroughput: -1, UploadThroughput: -1})
+		for _, p := range patterns {
+			if off {
+				rules = append(rules, &network.Conditions{URLPattern: p, Offline: true, DownloadThroughput: -1, UploadThroughput: -1})
+			}
 		}
 		if _, err := cdp.Call(ctx, t, network.EmulateNetworkConditionsByRule, network.EmulateNetworkConditionsByRuleParams{MatchedNetworkConditions: rules}); err != nil {
 			return err
@@ -403,4 +409,28 @@ func (b *tab) pickUser(input, username string) {
 	sel := fmt.Sprintf(`%s-results button[data-username=%s]`, input, jsString(username))
 	b.waitFor("search result "+username, fmt.Sprintf(`!!document.querySelector(%s)`, jsString(sel)))
 	b.click(sel)
+}
+
+// darkMode makes the page see prefers-color-scheme: dark.
+func (b *tab) darkMode(on bool) {
+	b.t.Helper()
+	features := []*emulation.MediaFeature{}
+	if on {
+		features = append(features, &emulation.MediaFeature{Name: "prefers-color-scheme", Value: "dark"})
+	}
+	if _, err := chromedp.Call(b.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: features}); err != nil {
+		b.fail("emulating the color scheme: %v", err)
+	}
+}
+
+// desktop undoes viewport: the window's own size again, no touch.
+func (b *tab) desktop() {
+	b.t.Helper()
+	b.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		if _, err := cdp.Call(ctx, t, emulation.ClearDeviceMetricsOverride, cdp.Empty{}); err != nil {
+			return err
+		}
+		_, err := cdp.Call(ctx, t, emulation.SetTouchEmulationEnabled, emulation.SetTouchEmulationEnabledParams{Enabled: false})
+		return err
+	}))
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,6 +164,9 @@ func TestGroupWithLateMember(t *testing.T) {
 	// The main screen, for the record (and for a person to look at).
 	alice.waitFor("avatars", `document.querySelectorAll('#messages .msg-group.other .avatar').length >= 2`)
 	alice.saveScreenshot("main.png")
+	alice.darkMode(true)
+	alice.saveScreenshot("main-dark.png")
+	alice.darkMode(false)
 
 	// Phone width: one pane at a time, with a way back.
 	alice.viewport(390, 844, true)
@@ -171,12 +175,14 @@ func TestGroupWithLateMember(t *testing.T) {
 	alice.click("#back-btn")
 	alice.waitFor("the list shown", `getComputedStyle(document.querySelector('.sidebar')).display !== 'none' && getComputedStyle(document.querySelector('#chat')).display === 'none'`)
 	alice.saveScreenshot("phone-list.png")
-	alice.do(chromedp.ResetViewport())
+	alice.desktop()
+	alice.waitFor("the desktop layout", `getComputedStyle(document.querySelector('.sidebar')).display !== 'none' && innerWidth > 1000`)
 	alice.openConv("Launch")
 
 	// Alice removes Carol: Carol keeps what she saw and gets nothing new.
 	alice.click("#details-btn")
 	alice.waitFor("the kick buttons", `document.querySelectorAll('#member-list .kick-btn').length === 2`)
+	alice.saveScreenshot("details.png")
 	alice.click(`#member-list .member[data-role="member"] .kick-btn[aria-label="Remove Carol Chen"]`)
 	alice.click("#confirm-ok")
 	alice.waitFor("carol gone from the members", `document.querySelectorAll('#member-list .member').length === 2`)
@@ -286,6 +292,7 @@ func TestOfflineTabCatchesUp(t *testing.T) {
 	bob.pressEnter(false)
 	bob.waitFor("the failed send", `!!document.querySelector('#messages .msg.pending.failed .retry-btn')`)
 	bob.saveScreenshot("offline.png")
+	cmid := bob.evalString(`document.querySelector('#messages .msg.pending').dataset.cmid`)
 	time.Sleep(300 * time.Millisecond)
 	if got := bodies(bob.messages()); len(got) != 1 {
 		bob.fail("an offline tab got messages: %q", got)
@@ -305,7 +312,34 @@ func TestOfflineTabCatchesUp(t *testing.T) {
 	if n := bob.evalInt(`document.querySelectorAll('#messages .msg.pending').length`); n != 0 {
 		bob.fail("%d messages still pending", n)
 	}
+	// The retry went out with the client_msg_id of the first attempt.
+	if got := bob.evalString(`[...document.querySelectorAll('#messages .msg[data-seq]')].pop().dataset.cmid`); got != cmid {
+		bob.fail("stored client_msg_id %q, the failed attempt had %q", got, cmid)
+	}
 	alice.waitReceipt("Read")
+
+	// Unsent messages survive a reload: only the API is cut, so the page
+	// loads again, shows the message as not sent, and sends it with its
+	// first client_msg_id once the server is reachable.
+	apiOnly := []string{srv.URL + "/api/*", strings.Replace(srv.URL, "http:", "ws:", 1) + "/api/*"}
+	bob.setOffline(true, apiOnly...)
+	bob.waitFor("the offline state", `document.querySelector('#conn-state').dataset.state === 'offline'`)
+	bob.typeInto("#composer-input", "survives a reload")
+	bob.pressEnter(false)
+	bob.waitFor("the failed send", `!!document.querySelector('#messages .msg.pending.failed')`)
+	cmid = bob.evalString(`document.querySelector('#messages .msg.pending').dataset.cmid`)
+	bob.do(chromedp.Reload())
+	bob.waitFor("the unsent message after the reload", fmt.Sprintf(`document.querySelector('#messages .msg.pending.failed')?.dataset.cmid === %s`, jsString(cmid)))
+	bob.setOffline(false)
+	bob.waitOnline()
+	alice.waitMessage("survives a reload")
+	bob.waitFor("the message stored", fmt.Sprintf(`document.querySelector('#messages .msg[data-seq][data-cmid=%s]') && !document.querySelector('#messages .msg.pending')`, jsString(cmid)))
+	want = append(want, "survives a reload")
+	for _, p := range []*tab{alice, bob} {
+		if got := bodies(p.checkOrdered()); !slices.Equal(got, want) {
+			p.fail("messages = %q, want %q", got, want)
+		}
+	}
 
 	// A second time, with the socket cut by the page going offline while a
 	// burst arrives in a conversation Bob does not look at.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sort"
+	"sync"
 	"testing"
 )
 
@@ -46,6 +47,38 @@ func TestRegister(t *testing.T) {
 			ts.do(t, "POST", "/api/v1/auth/register", "", body).wantError(t, http.StatusBadRequest, "bad_request")
 		}
 	})
+}
+
+func TestRegisterConcurrent(t *testing.T) {
+	ts := newServer(t)
+	const n = 6
+	statuses := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := ts.doErr("POST", "/api/v1/auth/register", "", map[string]string{"username": "same", "password": "correct horse"}, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			statuses[i] = r.Status
+			if r.Status != http.StatusCreated && r.errorCode() != "conflict" {
+				t.Errorf("got %s, want 201 or 409 conflict", r)
+			}
+		}()
+	}
+	wg.Wait()
+	created := 0
+	for _, s := range statuses {
+		if s == http.StatusCreated {
+			created++
+		}
+	}
+	if created != 1 {
+		t.Errorf("statuses %v: want exactly one 201", statuses)
+	}
 }
 
 func TestRegistrationClosed(t *testing.T) {

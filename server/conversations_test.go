@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"net/http"
+	"sync"
 	"testing"
 )
 
@@ -56,11 +57,72 @@ func TestDirectConversation(t *testing.T) {
 	carol.get(t, convPath(c.ID, "messages")).wantError(t, http.StatusForbidden, "not_member")
 }
 
+func TestDirectConcurrent(t *testing.T) {
+	ts := newServer(t)
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	const n = 10
+	type result struct {
+		status int
+		id     string
+		err    error
+	}
+	results := make([]result, 2*n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range results {
+		me, peer := alice, bob
+		if i%2 == 1 {
+			me, peer = bob, alice
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r, err := ts.doErr("POST", "/api/v1/conversations/direct", me.Token, map[string]string{"user_id": peer.ID()}, nil)
+			res := result{status: r.Status, err: err}
+			if c, ok := r.JSON["conversation"].(map[string]any); ok {
+				res.id, _ = c["id"].(string)
+			}
+			results[i] = res
+		}()
+	}
+	close(start)
+	wg.Wait()
+	created := 0
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatalf("call %d: %v", i, r.err)
+		}
+		switch r.status {
+		case http.StatusCreated:
+			created++
+		case http.StatusOK:
+		default:
+			t.Errorf("call %d: status %d", i, r.status)
+		}
+		if r.id == "" || r.id != results[0].id {
+			t.Errorf("call %d: conversation %q, call 0 got %q", i, r.id, results[0].id)
+		}
+	}
+	if created != 1 {
+		t.Errorf("%d calls answered 201, want 1", created)
+	}
+	if ch := alice.changes(t, 0, 0); len(ch.Conversations) != 1 {
+		t.Errorf("alice has %d conversations, want 1", len(ch.Conversations))
+	}
+}
+
 func TestGroup(t *testing.T) {
 	ts := newServer(t)
 	alice, bob, carol := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol")
+	bobWS := bob.dial(t, "bob")
 
 	g := alice.group(t, "team", bob, carol, bob)
+	// Members online are told of the new conversation.
+	f := bobWS.next(t, "conversation frame", ofType("conversation"))
+	if f.Conversation == nil || f.Conversation.ID != g.ID || f.Conversation.Role != "member" || f.Conversation.Kind != "group" {
+		t.Errorf("bob's conversation frame: got %s", f)
+	}
 	if got, want := g.Kind, "group"; got != want {
 		t.Errorf("kind: got %q, want %q", got, want)
 	}

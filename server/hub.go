@@ -52,6 +52,10 @@ func (h *Hub) remove(s *session) {
 // Deliver implements chat.Deliverer: the frame is encoded once and queued to
 // every session of users but the excepted one, without waiting for any.
 func (h *Hub) Deliver(users []string, ev *chat.Event) {
+	if ev.Type == chat.EventBatch {
+		h.deliverBatch(users, ev)
+		return
+	}
 	frame, msg, err := encodeEvent(ev)
 	if err != nil {
 		h.log.Error("encoding event", "type", ev.Type, "err", err)

@@ -109,6 +109,32 @@ func TestSendWS(t *testing.T) {
 	}
 }
 
+func TestDedupAfterRestart(t *testing.T) {
+	ts := newServer(t)
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	d := alice.direct(t, bob)
+	m := alice.send(t, d.ID, "once", "first body")
+	// The recent-ids cache is gone after a restart; the database still
+	// knows the message.
+	ts.restart()
+	r := alice.post(t, convPath(d.ID, "messages"), map[string]string{"client_msg_id": "once", "body": "second body"}).want(t, http.StatusOK)
+	var dup struct {
+		Message   messageJSON `json:"message"`
+		Duplicate bool        `json:"duplicate"`
+	}
+	r.decode(t, &dup)
+	if !dup.Duplicate || dup.Message != m {
+		t.Errorf("retry after restart: got %+v duplicate %v, want %+v duplicate true", dup.Message, dup.Duplicate, m)
+	}
+	c := alice.dial(t, "alice")
+	if f := c.sendWS(t, d.ID, "once", "third body"); f.Type != "sent" || !*f.Duplicate || f.message() != m {
+		t.Errorf("WS retry after restart: got %s", f)
+	}
+	if next := alice.send(t, d.ID, "next", "next"); next.Seq != m.Seq+1 {
+		t.Errorf("seq after restart: got %d, want %d", next.Seq, m.Seq+1)
+	}
+}
+
 func TestDedupConcurrentRetries(t *testing.T) {
 	ts := newServer(t)
 	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")

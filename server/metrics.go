@@ -1,9 +1,12 @@
 package server
 
 import (
+	"context"
+	"math"
 	"net/http"
 	"time"
 
+	"github.com/imserver/imserver/chat"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -22,6 +25,18 @@ type Metrics struct {
 	RateLimited   prometheus.Counter
 	BatchJobs     prometheus.Histogram
 	CommitSeconds prometheus.Histogram
+
+	// Storm mode and the outbound event queue.
+	StormsStarted     prometheus.Counter
+	StormGroups       prometheus.Gauge
+	StormWindow       prometheus.Histogram
+	StormBatchSizes   prometheus.Histogram
+	WindowFallbacks   prometheus.Counter
+	EventsPushed      prometheus.Counter
+	EventsDropped     *prometheus.CounterVec
+	WebhookDeliveries prometheus.Counter
+	WebhookFailures   prometheus.Counter
+	WebhookDropped    prometheus.Counter
 }
 
 // NewMetrics registers the metrics, with the Go and process collectors
@@ -41,10 +56,75 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
 		CommitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "imserver_writer_commit_seconds", Help: "Write transaction latency.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+
+		StormsStarted: prometheus.NewCounter(prometheus.CounterOpts{Name: "imserver_storms_started_total", Help: "Groups that entered storm mode."}),
+		StormGroups:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "imserver_storm_groups", Help: "Groups in storm mode now."}),
+		StormWindow: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "imserver_storm_window_messages",
+			Help:    "Messages in a group's storm window, observed at each group message (counted exactly up to threshold+1).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14)}),
+		StormBatchSizes: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "imserver_storm_batch_messages",
+			Help: "Messages per batch delivered to a storming group.", Buckets: prometheus.ExponentialBuckets(1, 2, 14)}),
+		WindowFallbacks:   prometheus.NewCounter(prometheus.CounterOpts{Name: "imserver_storm_window_fallbacks_total", Help: "Times the shared storm window failed and counting fell back to this process."}),
+		EventsPushed:      prometheus.NewCounter(prometheus.CounterOpts{Name: "imserver_events_pushed_total", Help: "Outbound events put on the event queue."}),
+		EventsDropped:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "imserver_events_dropped_total", Help: "Outbound events lost: pushed out of a full queue (full) or not pushed (error)."}, []string{"reason"}),
+		WebhookDeliveries: prometheus.NewCounter(prometheus.CounterOpts{Name: "imserver_webhook_deliveries_total", Help: "Webhook POSTs answered with 2xx."}),
+		WebhookFailures:   prometheus.NewCounter(prometheus.CounterOpts{Name: "imserver_webhook_failures_total", Help: "Webhook POSTs that failed (each attempt)."}),
+		WebhookDropped:    prometheus.NewCounter(prometheus.CounterOpts{Name: "imserver_webhook_dropped_events_total", Help: "Events a webhook never got: every attempt failed."}),
 	}
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.Sessions, m.Stored, m.Deliveries, m.Frames, m.Bytes, m.SlowCuts, m.RateLimited, m.BatchJobs, m.CommitSeconds)
+		m.Sessions, m.Stored, m.Deliveries, m.Frames, m.Bytes, m.SlowCuts, m.RateLimited, m.BatchJobs, m.CommitSeconds,
+		m.StormsStarted, m.StormGroups, m.StormWindow, m.StormBatchSizes, m.WindowFallbacks, m.EventsPushed, m.EventsDropped,
+		m.WebhookDeliveries, m.WebhookFailures, m.WebhookDropped)
 	return m
+}
+
+var _ chat.Observer = (*Metrics)(nil)
+
+// StormStarted implements chat.Observer.
+func (m *Metrics) StormStarted(string, int) {
+	m.StormsStarted.Inc()
+	m.StormGroups.Inc()
+}
+
+// StormEnded implements chat.Observer.
+func (m *Metrics) StormEnded(string, int, time.Duration) { m.StormGroups.Dec() }
+
+// WindowCount implements chat.Observer.
+func (m *Metrics) WindowCount(n int) { m.StormWindow.Observe(float64(n)) }
+
+// StormBatch implements chat.Observer.
+func (m *Metrics) StormBatch(n int) { m.StormBatchSizes.Observe(float64(n)) }
+
+// EventPushed implements chat.Observer.
+func (m *Metrics) EventPushed(dropped int, err error) {
+	if err != nil {
+		m.EventsDropped.WithLabelValues("error").Inc()
+		return
+	}
+	m.EventsPushed.Inc()
+	if dropped > 0 {
+		m.EventsDropped.WithLabelValues("full").Add(float64(dropped))
+	}
+}
+
+// WindowFallback counts a failover of the shared storm window; it fits
+// seq.NewFallbackWindow's onFallback.
+func (m *Metrics) WindowFallback(error) { m.WindowFallbacks.Inc() }
+
+// WatchEventQueue exports the event queue's length, read at each scrape.
+// Call it once.
+func (m *Metrics) WatchEventQueue(q chat.EventQueue) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "imserver_event_queue_length", Help: "Outbound events waiting on the event queue.",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		n, err := q.Len(ctx, chat.EventsKey)
+		if err != nil {
+			return math.NaN()
+		}
+		return float64(n)
+	}))
 }
 
 // Batch implements storage.WriterMetrics.

@@ -44,6 +44,7 @@ type session struct {
 	cut      map[string]bool // convs whose live stream was cut
 	overflow bool            // a frame other than a message was dropped
 	closed   bool
+	writing  bool // a writeLoop goroutine is running
 
 	inflight chan struct{} // bounds pipelined sends
 	sendMu   sync.Mutex
@@ -87,7 +88,7 @@ func (s *session) run() {
 	if err := s.write(hello); err != nil {
 		return
 	}
-	go s.writeLoop()
+	s.kick()
 	s.readLoop()
 }
 
@@ -199,7 +200,23 @@ func (s *session) reply(v any) {
 	}
 	select {
 	case s.out <- &outItem{frame: b}:
+		s.kick()
 	case <-s.ctx.Done():
+	}
+}
+
+// kick starts the writer unless it runs. The writer exits when the queue is
+// empty, so an idle session costs no goroutine (and no stack) for writing.
+func (s *session) kick() {
+	s.mu.Lock()
+	s.startWriterLocked()
+	s.mu.Unlock()
+}
+
+func (s *session) startWriterLocked() {
+	if !s.writing && !s.closed {
+		s.writing = true
+		go s.writeLoop()
 	}
 }
 
@@ -218,6 +235,7 @@ func (s *session) enqueue(it *outItem) {
 	}
 	select {
 	case s.out <- it:
+		s.startWriterLocked()
 		return
 	default:
 	}
@@ -243,6 +261,11 @@ func (s *session) writeLoop() {
 			case it = <-s.out:
 			case <-s.ctx.Done():
 				return
+			default:
+				if !s.resume() || s.idle() {
+					return
+				}
+				continue
 			}
 		}
 		data := it.frame
@@ -276,6 +299,18 @@ func (s *session) writeLoop() {
 			return
 		}
 	}
+}
+
+// idle stops the writer when nothing is queued; an item queued later
+// starts a new one.
+func (s *session) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.out) > 0 || len(s.cut) > 0 {
+		return false
+	}
+	s.writing = false
+	return true
 }
 
 // resume sends `resync` for the cut conversations once the queue has room

@@ -182,6 +182,9 @@ function endSession(notice) {
 async function logout() {
   if (!session) return;
   const client = session.client;
+  // Logging out on purpose drops unsent messages with the session; an
+  // expired token keeps them for the next login.
+  localStorage.removeItem(`imserver.outbox.${session.user.id}`);
   client.flushReads();
   client.flushAcks();
   try {

@@ -44,6 +44,7 @@ export class ChatClient extends Emitter {
     this.timelines = new Map();
     this.members = new Map();
     this.membersLoading = new Map();
+    this.membersAgain = new Set();
     this.storms = new Map();
     this.pullQueue = new Set();
     this.pullsRunning = 0;
@@ -55,7 +56,7 @@ export class ChatClient extends Emitter {
     this.ackTimer = null;
     this.openConv = null;
     this.conn = { state: 'stopped' };
-    this.outbox = new Outbox(this);
+    this.outbox = new Outbox(this, `imserver.outbox.${me.id}`);
     this.socket = new Socket({
       url: () => wsURL(token),
       onFrame: (f) => this.onFrame(f),
@@ -141,7 +142,12 @@ export class ChatClient extends Emitter {
     // whose entry changed, and applyConv queues a pull for each one with
     // messages past what we hold. The open conversation is pulled anyway.
     this.syncConvs();
-    if (this.openConv) this.pull(this.openConv);
+    if (this.openConv) {
+      this.pull(this.openConv);
+      // Receipts sent while we were not connected are lost to us; the
+      // member list has every read marker up to now, frames do the rest.
+      this.loadMembers(this.openConv).catch(() => {});
+    }
     // A storm's end may have been missed while away; a storm still going
     // announces itself again at its next change.
     this.storms.clear();
@@ -526,13 +532,27 @@ export class ChatClient extends Emitter {
 
   // --- members and receipts ---------------------------------------------------
 
+  // loadMembers reads the member list. A call while one is on its way asks
+  // for another read after it: the first answer may predate what the caller
+  // wants to see.
   loadMembers(convId) {
-    if (this.membersLoading.has(convId)) return this.membersLoading.get(convId);
+    if (this.membersLoading.has(convId)) {
+      this.membersAgain.add(convId);
+      return this.membersLoading.get(convId);
+    }
     const p = (async () => {
       try {
         const res = await this.api.members(convId);
+        const old = this.members.get(convId);
         const map = new Map();
         for (const m of res.members ?? []) {
+          // Markers only grow: a receipt that came while this answer was on
+          // its way must not be undone by it.
+          const prev = old?.get(m.user_id);
+          if (prev) {
+            m.read_seq = Math.max(m.read_seq ?? 0, prev.read_seq ?? 0);
+            m.last_ack_seq = Math.max(m.last_ack_seq ?? 0, prev.last_ack_seq ?? 0);
+          }
           map.set(m.user_id, m);
           if (m.username) this.users.put({ id: m.user_id, username: m.username, display_name: m.display_name || m.username });
           else this.users.get(m.user_id);
@@ -542,6 +562,7 @@ export class ChatClient extends Emitter {
         this.emit('convs');
       } finally {
         this.membersLoading.delete(convId);
+        if (this.membersAgain.delete(convId)) this.loadMembers(convId);
       }
     })();
     this.membersLoading.set(convId, p);

@@ -32,17 +32,35 @@ export class ConversationView {
     client.on('storm', (id) => (id === null || mine(id)) && this.renderer.schedule());
     client.on('convs', () => this.convId && this.headerRenderer.schedule());
     client.on('message', (id, m, live) => {
+      if (!mine(id) || !live || m.from === client.me.id) return;
       // A message that comes while nobody looks starts a "new messages"
       // marker, as if the conversation had been opened with it unread.
-      if (mine(id) && live && m.from !== client.me.id && this.boundary === null && !this.attentive()) {
+      if (this.boundary === null && !this.attentive()) {
         this.boundary = m.seq - 1;
+        this.markerSeen = false;
       }
+      this.announce(m);
     });
     users.on('change', () => this.convId && this.renderer.schedule());
     window.addEventListener('focus', () => this.checkRead());
     document.addEventListener('visibilitychange', () => this.checkRead());
     window.addEventListener('resize', () => this.scroller.schedule());
     this.showEmpty();
+  }
+
+  // announce tells screen readers about new messages from others, one by
+  // one when they are few and as a count when they come in bursts.
+  announce(m) {
+    if (!this.announcer) return;
+    this.announced = (this.announced ?? 0) + 1;
+    if (this.announceTimer) return;
+    const first = `${this.users.name(m.from)}: ${m.body}`;
+    this.announceTimer = setTimeout(() => {
+      const n = this.announced;
+      this.announced = 0;
+      this.announceTimer = null;
+      if (this.announcer) this.announcer.textContent = n === 1 ? first : `${n} new messages`;
+    }, 400);
   }
 
   attentive() {
@@ -58,6 +76,11 @@ export class ConversationView {
         { class: 'chat-empty' },
         h('h2', null, 'No conversation open'),
         h('p', null, 'Pick a conversation from the list, or start a new chat or group.'),
+        h(
+          'p',
+          { class: 'hint shortcuts' },
+          'Keyboard: Ctrl+K filters conversations, Alt+↑/↓ moves between them, Enter sends and Shift+Enter starts a new line.',
+        ),
       ),
     );
   }
@@ -81,6 +104,8 @@ export class ConversationView {
     // "new messages" line goes above the first message past it.
     this.boundary = conv && conv.max_seq > conv.read_seq ? conv.read_seq : null;
     this.positioned = false;
+    this.markerSeen = false;
+    this.msgCache = new Map();
     this.buildSkeleton();
     this.render();
     await client.open(convId);
@@ -109,9 +134,12 @@ export class ConversationView {
       id: 'messages',
       role: 'log',
       'aria-label': 'Messages',
-      'aria-live': 'polite',
+      // The list is rebuilt on changes; announcing it would repeat
+      // everything. New messages are announced by this.announcer instead.
+      'aria-live': 'off',
       tabindex: '0',
     });
+    this.announcer = h('div', { class: 'sr-only', 'aria-live': 'polite', id: 'announcer' });
     this.listEl.addEventListener('scroll', () => this.scroller.schedule(), { passive: true });
     this.jumpUnreadEl = h(
       'button',
@@ -153,6 +181,7 @@ export class ConversationView {
       ),
       this.stormEl,
       h('div', { class: 'chat-body' }, this.listEl, this.jumpUnreadEl, this.jumpLatestEl),
+      this.announcer,
       this.leftEl,
       this.composerEl,
     );
@@ -286,6 +315,9 @@ export class ConversationView {
     }
     flush();
     box.replaceChildren(frag);
+    if (this.msgCache.size > msgs.length + 200) {
+      for (const seq of this.msgCache.keys()) if (!tl.has(seq)) this.msgCache.delete(seq);
+    }
 
     if (!this.positioned) {
       // show() positions once the first pages are in.
@@ -295,6 +327,17 @@ export class ConversationView {
       this.restoreAnchor(anchor);
     }
     this.stickNext = false;
+    // A first page that does not fill the view gives nothing to scroll:
+    // fetch more right away.
+    if (
+      this.positioned &&
+      !tl.olderDone &&
+      !tl.loadingOlder &&
+      Date.now() - (this.olderFailedAt ?? 0) > 5000 &&
+      box.scrollHeight <= box.clientHeight + LOAD_OLDER_PX
+    ) {
+      this.loadOlder();
+    }
     this.updateFloating();
     this.checkRead();
   }
@@ -309,7 +352,23 @@ export class ConversationView {
     return null;
   }
 
+  // messageEl reuses the element made for a seq while what it shows (the
+  // receipt of an own message) is unchanged: a storm or a long history
+  // then costs moving nodes, not rebuilding them.
   messageEl(m, own, lastOwn) {
+    let key = '';
+    if (own) {
+      const r = this.client.receipt(this.convId, m.seq);
+      key = `${r.state}:${r.readers}:${lastOwn}`;
+    }
+    const hit = this.msgCache.get(m.seq);
+    if (hit && hit.key === key && hit.m === m) return hit.el;
+    const el = this.buildMessageEl(m, own, lastOwn);
+    this.msgCache.set(m.seq, { key, m, el });
+    return el;
+  }
+
+  buildMessageEl(m, own, lastOwn) {
     const children = [h('p', { class: 'msg-body' }, linkify(m.body ?? ''))];
     const meta = h('span', { class: 'msg-meta' }, h('time', { datetime: new Date(m.ts).toISOString(), title: formatFull(m.ts) }, formatTime(m.ts)));
     let status = null;
@@ -384,15 +443,23 @@ export class ConversationView {
   onScrolled() {
     if (!this.convId || !this.positioned) return;
     const tl = this.client.timeline(this.convId);
-    if (this.listEl.scrollTop < LOAD_OLDER_PX && !tl.olderDone && !tl.loadingOlder) this.loadOlder();
+    if (this.listEl.scrollTop < LOAD_OLDER_PX && !tl.olderDone && !tl.loadingOlder && Date.now() - (this.olderFailedAt ?? 0) > 2000) {
+      this.loadOlder();
+    }
     if (this.isAtBottom() && tl.size > KEEP_OPEN && tl.trim(KEEP_OPEN / 2)) this.renderer.schedule();
     this.updateFloating();
     this.checkRead();
   }
 
   loadOlder() {
-    if (!this.convId) return;
-    const p = this.client.loadOlder(this.convId);
+    if (!this.convId) return Promise.resolve();
+    const convId = this.convId;
+    const p = this.client.loadOlder(convId).catch((err) => {
+      this.olderFailedAt = Date.now();
+      // Offline: the button stays, and scrolling or a click tries again.
+      if (!err.network) this.client.emit('notice', `Could not load older messages: ${err.message}`);
+      if (convId === this.convId) this.renderer.schedule();
+    });
     this.renderer.schedule();
     return p;
   }
@@ -404,14 +471,19 @@ export class ConversationView {
     this.jumpLatestEl.hidden = atBottom;
     const unread = conv?.unread || 0;
     this.jumpLatestEl.textContent = unread ? `↓ ${plural(unread, 'new message', 'new messages')}` : '↓ Latest';
+    // The jump button offers the "new messages" line until it has been on
+    // screen once: not loaded yet (far back), or scrolled past unseen.
     let showJump = false;
-    if (this.boundary !== null && this.positioned) {
+    if (this.boundary !== null && this.positioned && !this.markerSeen) {
       const marker = this.listEl.querySelector('#unread-marker');
       if (!marker) {
         const tl = this.client.timeline(this.convId);
         showJump = !tl.olderDone && tl.lo > this.boundary + 1;
       } else {
-        showJump = marker.getBoundingClientRect().bottom < this.listEl.getBoundingClientRect().top;
+        const r = marker.getBoundingClientRect();
+        const box = this.listEl.getBoundingClientRect();
+        if (r.bottom > box.top && r.top < box.bottom) this.markerSeen = true;
+        else showJump = r.bottom <= box.top;
       }
     }
     this.jumpUnreadEl.hidden = !showJump;

@@ -236,7 +236,11 @@ export function detailsDialog(client, convId, { onLeft }) {
     const manager = (role === 'owner' || role === 'admin') && !c.left;
     addBox.hidden = !(manager && c.kind === 'group');
     const rows = [];
-    for (const m of map?.values() ?? []) {
+    const rank = { owner: 0, admin: 1 };
+    const members = [...(map?.values() ?? [])].sort(
+      (a, b) => (rank[a.role] ?? 2) - (rank[b.role] ?? 2) || client.users.name(a.user_id).localeCompare(client.users.name(b.user_id)),
+    );
+    for (const m of members) {
       const u = client.users.get(m.user_id) ?? { id: m.user_id, username: '…', display_name: client.users.name(m.user_id) };
       const me = m.user_id === client.me.id;
       const kickable = manager && c.kind === 'group' && !me && m.role !== 'owner' && !(role === 'admin' && m.role === 'admin');

@@ -8,9 +8,41 @@ const SEND_TIMEOUT_MS = 15000;
 const MAX_RATE_RETRIES = 5;
 
 export class Outbox {
-  constructor(client) {
+  // storageKey names where unsent messages are kept across reloads (per
+  // user); they come back as failed and go out again, with the same
+  // client_msg_id, when the connection is up.
+  constructor(client, storageKey) {
     this.client = client;
     this.byConv = new Map();
+    this.storageKey = storageKey;
+    for (const [cmid, saved] of Object.entries(this.loadSaved())) {
+      const item = { ...saved, cmid, status: 'failed', error: 'not sent yet.', network: true, rateRetries: 0 };
+      this.byConv.set(item.conv, [...this.list(item.conv), item]);
+    }
+  }
+
+  loadSaved() {
+    if (!this.storageKey) return {};
+    try {
+      return JSON.parse(localStorage.getItem(this.storageKey) || '{}') ?? {};
+    } catch {
+      return {};
+    }
+  }
+
+  // save adds or removes one entry; read-modify-write keeps what other tabs
+  // of the same person saved.
+  save(item, keep) {
+    if (!this.storageKey) return;
+    const saved = this.loadSaved();
+    if (keep) saved[item.cmid] = { conv: item.conv, body: item.body, ts: item.ts };
+    else delete saved[item.cmid];
+    try {
+      if (Object.keys(saved).length) localStorage.setItem(this.storageKey, JSON.stringify(saved));
+      else localStorage.removeItem(this.storageKey);
+    } catch {
+      // Storage full or disabled: the message is still in memory.
+    }
   }
 
   list(convId) {
@@ -29,6 +61,7 @@ export class Outbox {
       rateRetries: 0,
     };
     this.byConv.set(convId, [...this.list(convId), item]);
+    this.save(item, true);
     this.attempt(item);
     return item;
   }
@@ -57,6 +90,7 @@ export class Outbox {
   }
 
   remove(convId, cmid) {
+    this.save({ cmid }, false);
     const rest = this.list(convId).filter((i) => i.cmid !== cmid);
     if (rest.length) this.byConv.set(convId, rest);
     else this.byConv.delete(convId);
