@@ -81,11 +81,53 @@ func (s *Service) Ack(ctx context.Context, me, conv string, seq int64) error {
 	if seq < 0 {
 		return Errorf(EBadRequest, "seq must be >= 0")
 	}
-	if _, err := s.visible(ctx, conv, me); err != nil {
+	ms, err := s.visible(ctx, conv, me)
+	if err != nil {
 		return err
 	}
-	s.acks.add(conv, me, seq)
+	// Clamp now, to what exists now: stored later, after more messages,
+	// the store's clamp would let the ack cover messages not yet sent.
+	limit := ms.MaxSeq
+	if !ms.Left {
+		var ok bool
+		if limit, ok = s.maxSeqs.get(conv); !ok {
+			c, err := s.store.Conversation(ctx, conv, me)
+			if err != nil {
+				return err
+			}
+			limit = c.MaxSeq
+		}
+	}
+	s.acks.add(conv, me, min(seq, limit))
 	return nil
+}
+
+// maxSeqs remembers each conversation's largest committed seq, updated by
+// the commit hook, so that acks are clamped without a query.
+type maxSeqs struct {
+	mu sync.RWMutex
+	m  map[string]int64
+}
+
+func (m *maxSeqs) advance(msgs []Message) {
+	m.mu.Lock()
+	if m.m == nil || len(m.m) > 100_000 {
+		m.m = make(map[string]int64)
+	}
+	for i := range msgs {
+		if msgs[i].Seq > m.m[msgs[i].Conv] {
+			m.m[msgs[i].Conv] = msgs[i].Seq
+		}
+	}
+	m.mu.Unlock()
+}
+
+// get is only sure of conversations that had a message since start.
+func (m *maxSeqs) get(conv string) (int64, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	v, ok := m.m[conv]
+	return v, ok
 }
 
 // visible checks that I may read conv: a current member, or a former one

@@ -87,8 +87,21 @@ func (s *Service) flushReceipts() {
 		if err != nil {
 			continue
 		}
+		// A receipt tells of another member: the last reader, which names
+		// the frame, is sent the read before its own instead, or nothing
+		// when it read alone.
 		last := reads[len(reads)-1]
-		s.deliver.Deliver(r.ids, &Event{Type: EventReceipt, Conv: conv, User: last.User, Seq: last.Seq, Reads: reads})
+		others := make([]string, 0, len(r.ids))
+		for _, id := range r.ids {
+			if id != last.User {
+				others = append(others, id)
+			}
+		}
+		s.deliver.Deliver(others, &Event{Type: EventReceipt, Conv: conv, User: last.User, Seq: last.Seq, Reads: reads})
+		if _, member := r.roles[last.User]; member && len(reads) > 1 {
+			prev := reads[len(reads)-2]
+			s.deliver.Deliver([]string{last.User}, &Event{Type: EventReceipt, Conv: conv, User: prev.User, Seq: prev.Seq, Reads: reads})
+		}
 	}
 }
 

@@ -11,6 +11,9 @@ import (
 type rosterCache struct {
 	mu sync.RWMutex
 	m  map[string]*cachedRoster
+	// gen counts forgets: a load that began before a forget must not put
+	// the roster it read back into the cache (it may predate a kick).
+	gen uint64
 }
 
 type cachedRoster struct {
@@ -45,38 +48,47 @@ func newRosterCache() *rosterCache {
 const maxCachedRosters = 50_000
 
 func (c *rosterCache) get(ctx context.Context, store ConversationStore, conv string) (*cachedRoster, error) {
-	c.mu.RLock()
-	r := c.m[conv]
-	c.mu.RUnlock()
-	if r != nil {
+	for {
+		c.mu.RLock()
+		r, gen := c.m[conv], c.gen
+		c.mu.RUnlock()
+		if r != nil {
+			return r, nil
+		}
+		ro, err := store.Roster(ctx, conv)
+		if err != nil {
+			return nil, err
+		}
+		r = &cachedRoster{Roster: ro, roles: make(map[string]string, len(ro.Members)), ids: ro.UserIDs()}
+		for _, m := range ro.Members {
+			r.roles[m.UserID] = m.Role
+			r.latestJoin = max(r.latestJoin, m.MinSeq)
+		}
+		c.mu.Lock()
+		if c.gen != gen {
+			// A membership change committed while we read: read again.
+			c.mu.Unlock()
+			continue
+		}
+		if len(c.m) >= maxCachedRosters {
+			c.m = make(map[string]*cachedRoster)
+		}
+		c.m[conv] = r
+		c.mu.Unlock()
 		return r, nil
 	}
-	ro, err := store.Roster(ctx, conv)
-	if err != nil {
-		return nil, err
-	}
-	r = &cachedRoster{Roster: ro, roles: make(map[string]string, len(ro.Members)), ids: ro.UserIDs()}
-	for _, m := range ro.Members {
-		r.roles[m.UserID] = m.Role
-		r.latestJoin = max(r.latestJoin, m.MinSeq)
-	}
-	c.mu.Lock()
-	if len(c.m) >= maxCachedRosters {
-		c.m = make(map[string]*cachedRoster)
-	}
-	c.m[conv] = r
-	c.mu.Unlock()
-	return r, nil
 }
 
 func (c *rosterCache) forget(conv string) {
 	c.mu.Lock()
+	c.gen++
 	delete(c.m, conv)
 	c.mu.Unlock()
 }
 
 func (c *rosterCache) clear() {
 	c.mu.Lock()
+	c.gen++
 	c.m = make(map[string]*cachedRoster)
 	c.mu.Unlock()
 }

@@ -107,6 +107,7 @@ func (s *Service) checkSend(ctx context.Context, from string, req *SendRequest) 
 // It queues them for fan-out and returns; the queue is bounded so that a
 // stalled fan-out slows the writer instead of growing memory.
 func (s *Service) Committed(msgs []Message) {
+	s.maxSeqs.advance(msgs)
 	s.commits <- msgs
 }
 

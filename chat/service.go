@@ -67,6 +67,7 @@ type Service struct {
 	dedup    *recentIDs
 	limits   *sendLimits
 	acks     *ackBuffer
+	maxSeqs  maxSeqs
 	receipts *receiptBuffer
 	hashing  chan struct{} // bounds concurrent password hashing (memory-hard)
 	storm    *stormMode    // nil when storm mode is off

@@ -232,6 +232,15 @@ func TestUserSearch(t *testing.T) {
 			}
 		}
 	}
+	// A user object is id, username and display_name: nothing secret.
+	r := alice.get(t, "/api/v1/users?q=a").want(t, http.StatusOK)
+	for _, u := range r.JSON["users"].([]any) {
+		for k := range u.(map[string]any) {
+			if k != "id" && k != "username" && k != "display_name" {
+				t.Errorf("user object has %q: %s", k, r)
+			}
+		}
+	}
 	// A prefix is not a pattern.
 	if got := names("%25"); len(got) != 0 {
 		t.Errorf("q=%%: got %v, want none", got)

@@ -227,7 +227,7 @@ func TestBadHTTP(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	ts := newServer(t, func(c *testConfig) { c.chat.SendRate, c.chat.SendBurst = 0.5, 3 })
+	ts := newServer(t, func(c *testConfig) { c.chat.SendRate, c.chat.SendBurst = 0.01, 3 })
 	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
 	d := alice.direct(t, bob)
 	for i := range 3 {

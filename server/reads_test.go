@@ -214,3 +214,55 @@ func TestReadGroupReceipts(t *testing.T) {
 		}
 	}
 }
+
+// A receipt is about another member: nobody is told of its own read.
+func TestGroupReceiptsNameOthers(t *testing.T) {
+	ts := newServer(t)
+	alice, bob, carol, dave := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol"), ts.register(t, "dave")
+	g := alice.group(t, "team", bob, carol)
+	alice.sendN(t, g.ID, 3)
+	// Dave joins last, so receipts reach him after everyone else.
+	alice.post(t, convPath(g.ID, "members"), map[string]any{"user_ids": []string{dave.ID()}}).want(t, http.StatusOK)
+	alice.sendN(t, g.ID, 2)
+	a, b, c, d := alice.dial(t, "alice"), bob.dial(t, "bob"), carol.dial(t, "carol"), dave.dial(t, "dave")
+
+	// Bob reads alone.
+	bob.post(t, convPath(g.ID, "read"), map[string]int{"seq": 2}).want(t, http.StatusNoContent)
+	for _, w := range []*wsClient{a, c, d} {
+		f := w.next(t, "bob's receipt", ofType("receipt"))
+		if f.userID() != bob.ID() || f.Seq != 2 {
+			t.Errorf("%s: got %s, want bob's receipt for 2", w.name, f)
+		}
+	}
+	b.ping(t)
+	for _, f := range b.received(ofType("receipt")) {
+		t.Errorf("bob was told of his own read: %s", f)
+	}
+
+	// Carol and dave read; whatever the intervals, nobody hears of itself.
+	c.write(t, map[string]any{"type": "read", "conv": g.ID, "seq": 4})
+	d.write(t, map[string]any{"type": "read", "conv": g.ID, "seq": 5})
+	reads := map[string]int64{}
+	for reads[carol.ID()] != 4 || reads[dave.ID()] != 5 {
+		f := a.next(t, "receipts of carol and dave", ofType("receipt"))
+		for _, r := range f.Reads {
+			reads[r.User] = r.Seq
+		}
+	}
+	for _, w := range []*wsClient{a, b, c, d} {
+		w.ping(t)
+		self := w.hello.userObject().ID
+		for _, f := range w.received(ofType("receipt")) {
+			if f.userID() == self {
+				t.Errorf("%s: receipt names itself: %s", w.name, f)
+			}
+			found := false
+			for _, r := range f.Reads {
+				found = found || (r.User == f.userID() && r.Seq == f.Seq)
+			}
+			if !found {
+				t.Errorf("%s: receipt's user and seq are not among its reads: %s", w.name, f)
+			}
+		}
+	}
+}

@@ -183,6 +183,32 @@ func TestSequencesAndChanges(t *testing.T) {
 	}
 }
 
+func TestChangesLimits(t *testing.T) {
+	ts := newServer(t)
+	alice := ts.register(t, "alice")
+	const n = 105
+	for range n {
+		alice.group(t, ts.unique("g"))
+	}
+	ch := alice.changes(t, 0, 0)
+	checkChanges(t, ch, 0)
+	if got, want := len(ch.Conversations), 100; got != want || ch.Completed {
+		t.Errorf("default limit: got %d entries (completed %v), want %d not completed", got, ch.Completed, want)
+	}
+	rest := alice.changes(t, ch.Conversations[99].Version, 0)
+	checkChanges(t, rest, ch.Conversations[99].Version)
+	if got, want := len(rest.Conversations), n-100; got != want || !rest.Completed {
+		t.Errorf("second page: got %d entries (completed %v), want %d completed", got, rest.Completed, want)
+	}
+	ch = alice.changes(t, 0, 5000)
+	if got := len(ch.Conversations); got != n || !ch.Completed {
+		t.Errorf("limit 5000: got %d entries (completed %v), want %d completed", got, ch.Completed, n)
+	}
+	if got, want := ch.MaxVersion, alice.sequences(t); got != want {
+		t.Errorf("max_version %d, sequences %d", got, want)
+	}
+}
+
 func TestUnreadCounts(t *testing.T) {
 	ts := newServer(t)
 	alice, bob, carol := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol")

@@ -166,7 +166,11 @@ export class ChatClient extends Emitter {
 
   onReceipt(f) {
     const map = this.members.get(f.conv);
-    if (!map) return;
+    if (!map) {
+      // No member list yet (or its load failed): read it, it has the marker.
+      if (f.conv === this.openConv) this.loadMembers(f.conv);
+      return;
+    }
     const reads = Array.isArray(f.reads) && f.reads.length ? f.reads : [{ user: f.user, seq: f.seq }];
     for (const r of reads) {
       const m = map.get(r.user);
@@ -560,6 +564,12 @@ export class ChatClient extends Emitter {
         this.members.set(convId, map);
         this.emit('members', convId);
         this.emit('convs');
+      } catch (err) {
+        // Receipts need the list: try again while the conversation is open.
+        if (convId === this.openConv && !this.convs.get(convId)?.left) {
+          setTimeout(() => convId === this.openConv && this.loadMembers(convId), 3000);
+        }
+        throw err;
       } finally {
         this.membersLoading.delete(convId);
         if (this.membersAgain.delete(convId)) this.loadMembers(convId);
