@@ -52,16 +52,6 @@ func (l *ledger) get(conv string) *convLedger {
 	return &convLedger{}
 }
 
-func (l *ledger) total() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, c := range l.convs {
-		n += c.count
-	}
-	return n
-}
-
 // bitset is a growable set of seqs; seqs are dense per conversation.
 type bitset []uint64
 

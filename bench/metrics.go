@@ -14,11 +14,6 @@ import (
 // over label sets (the figures the bench reads have none or want the sum).
 type serverMetrics map[string]float64
 
-func (m serverMetrics) get(name string) (float64, bool) {
-	v, ok := m[name]
-	return v, ok
-}
-
 // scrapeMetrics reads the Prometheus text exposition format.
 func (a *apiClient) scrapeMetrics(ctx context.Context) (serverMetrics, error) {
 	req, err := http.NewRequestWithContext(ctx, "GET", a.base+"/metrics", nil)

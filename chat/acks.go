@@ -75,13 +75,7 @@ func (b *ackBuffer) done() {
 // Ack records a cumulative receive ack. It is written to the store with the
 // next flush; smaller values than the stored one are no-ops.
 func (s *Service) Ack(ctx context.Context, me, conv string, seq int64) error {
-	if conv == "" {
-		return Errorf(EBadRequest, "conv is required")
-	}
-	if seq < 0 {
-		return Errorf(EBadRequest, "seq must be >= 0")
-	}
-	ms, err := s.visible(ctx, conv, me)
+	ms, err := s.marker(ctx, me, conv, seq)
 	if err != nil {
 		return err
 	}
@@ -128,6 +122,18 @@ func (m *maxSeqs) get(conv string) (int64, bool) {
 	defer m.mu.RUnlock()
 	v, ok := m.m[conv]
 	return v, ok
+}
+
+// marker checks a receive or read marker's arguments and that I may read
+// conv.
+func (s *Service) marker(ctx context.Context, me, conv string, seq int64) (Membership, error) {
+	if conv == "" {
+		return Membership{}, Errorf(EBadRequest, "conv is required")
+	}
+	if seq < 0 {
+		return Membership{}, Errorf(EBadRequest, "seq must be >= 0")
+	}
+	return s.visible(ctx, conv, me)
 }
 
 // visible checks that I may read conv: a current member, or a former one

@@ -11,13 +11,7 @@ import (
 // of a direct conversation gets a receipt at once, group members get
 // coalesced receipts.
 func (s *Service) Read(ctx context.Context, me, origin, conv string, seq int64) error {
-	if conv == "" {
-		return Errorf(EBadRequest, "conv is required")
-	}
-	if seq < 0 {
-		return Errorf(EBadRequest, "seq must be >= 0")
-	}
-	ms, err := s.visible(ctx, conv, me)
+	ms, err := s.marker(ctx, me, conv, seq)
 	if err != nil {
 		return err
 	}

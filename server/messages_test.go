@@ -364,9 +364,9 @@ func TestOrderingConcurrentSenders(t *testing.T) {
 	// in seq order; a sending session gets its own as sent, not msg.
 	check := func(c *wsClient, want int) {
 		t.Helper()
-		got := c.waitLive(t, g.ID, want)
+		c.waitLive(t, g.ID, want)
 		c.ping(t)
-		got = c.liveMessages(g.ID)
+		got := c.liveMessages(g.ID)
 		if len(got) != want {
 			t.Errorf("%s: %d live messages, want %d", c.name, len(got), want)
 		}
