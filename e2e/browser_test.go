@@ -183,8 +183,21 @@ func (b *tab) waitFor(what, cond string) {
 	}
 }
 
+// click clicks an element once it stands still: dialogs fill in lists
+// asynchronously, and a click aimed at a button that moves meanwhile lands
+// next to it.
 func (b *tab) click(sel string) {
 	b.t.Helper()
+	b.waitFor(sel+" in place", fmt.Sprintf(`(() => {
+		const el = document.querySelector(%s);
+		if (!el) return false;
+		const r = el.getBoundingClientRect();
+		const now = [r.x, r.y, r.width, r.height].join(',');
+		const rects = (window.__e2eRects ??= {});
+		const still = rects[%[1]s] === now;
+		rects[%[1]s] = now;
+		return still && r.width > 0 && r.height > 0;
+	})()`, jsString(sel)))
 	b.do(chromedp.Click(chromedp.CSS(sel)))
 }
 
