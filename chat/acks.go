@@ -89,7 +89,7 @@ func (s *Service) Ack(ctx context.Context, me, conv string, seq int64) error {
 			if err != nil {
 				return err
 			}
-			limit = c.MaxSeq
+			limit = s.maxSeqs.learn(conv, c.MaxSeq)
 		}
 	}
 	s.acks.add(conv, me, min(seq, limit))
@@ -105,18 +105,32 @@ type maxSeqs struct {
 
 func (m *maxSeqs) advance(msgs []Message) {
 	m.mu.Lock()
-	if m.m == nil || len(m.m) > 100_000 {
-		m.m = make(map[string]int64)
-	}
 	for i := range msgs {
-		if msgs[i].Seq > m.m[msgs[i].Conv] {
-			m.m[msgs[i].Conv] = msgs[i].Seq
-		}
+		m.raiseLocked(msgs[i].Conv, msgs[i].Seq)
 	}
 	m.mu.Unlock()
 }
 
-// get is only sure of conversations that had a message since start.
+// learn records a max seq read from the store and returns the largest known.
+// Taking the larger of the two makes it safe against a commit that advanced
+// the entry after the store was read.
+func (m *maxSeqs) learn(conv string, seq int64) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.raiseLocked(conv, seq)
+	return m.m[conv]
+}
+
+func (m *maxSeqs) raiseLocked(conv string, seq int64) {
+	if m.m == nil || len(m.m) > 100_000 {
+		m.m = make(map[string]int64)
+	}
+	if seq > m.m[conv] {
+		m.m[conv] = seq
+	}
+}
+
+// get knows the conversations that had a message or an ack since start.
 func (m *maxSeqs) get(conv string) (int64, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()

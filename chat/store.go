@@ -116,7 +116,6 @@ type Event struct {
 	Active       bool          // storm
 	Count        int           // storm
 	WindowMS     int64         // storm
-	Storm        bool          // msg: the conversation is storming, coalesce
 	// Messages of one conversation in seq order (batch). Each keeps its
 	// Origin: that session already has it (`sent`) and must not get it again.
 	Messages []Message

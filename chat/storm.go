@@ -12,24 +12,15 @@ import (
 	"github.com/imserver/imserver/seq"
 )
 
-// StormWindow counts a group's messages over a sliding window; seq.Window
-// (in process, Redis, or the fallback between them) satisfies it.
-type StormWindow interface {
-	// Record adds a message of key at now and returns how many lie in the window.
-	Record(ctx context.Context, key string, now time.Time) (int, error)
-	// Count returns the same count without adding one.
-	Count(ctx context.Context, key string, now time.Time) (int, error)
-}
-
-// EventQueue holds best-effort outbound events (storm alerts, webhooks) in
-// bounded per-key queues; seq.Queue satisfies it.
-type EventQueue interface {
-	// Push appends payload, dropping the oldest entries past the capacity.
-	Push(ctx context.Context, key string, payload []byte) (dropped int, err error)
-	// Take removes and returns up to max of the oldest live entries.
-	Take(ctx context.Context, key string, max int) ([][]byte, error)
-	Len(ctx context.Context, key string) (int, error)
-}
+// StormWindow counts a group's messages over a sliding window (in process,
+// Redis, or the fallback between them). EventQueue holds best-effort
+// outbound events (storm alerts, webhooks) in bounded per-key queues. Both
+// are seq's interfaces, named here so that the server, which does not import
+// seq, can speak of them.
+type (
+	StormWindow = seq.Window
+	EventQueue  = seq.Queue
+)
 
 // EventsKey is the queue every outbound event is pushed to.
 const EventsKey = "events"

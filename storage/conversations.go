@@ -348,9 +348,7 @@ func (db *DB) MaxVersion(ctx context.Context, user string) (int64, error) {
 	return maxVersion(ctx, db.readers, user)
 }
 
-func maxVersion(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, user string) (int64, error) {
+func maxVersion(ctx context.Context, q queryRower, user string) (int64, error) {
 	var v int64
 	err := q.QueryRowContext(ctx, `SELECT COALESCE(MAX(MAX(m.version, CASE WHEN m.max_seq IS NULL THEN c.version ELSE 0 END)), 0)
 		FROM members m JOIN conversations c ON c.id = m.conv_id WHERE m.user_id = ?`, user).Scan(&v)

@@ -127,3 +127,8 @@ func isUnique(err error) bool {
 }
 
 func nowMS() int64 { return time.Now().UnixMilli() }
+
+// queryRower is what *sql.DB and *sql.Tx share for single-row reads.
+type queryRower interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}

@@ -167,9 +167,7 @@ func (db *DB) Messages(ctx context.Context, conv, user string, q chat.PageQuery)
 }
 
 // missingMember tells not_found (no such conversation) from not_member.
-func (db *DB) missingMember(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, conv string) error {
+func (db *DB) missingMember(ctx context.Context, q queryRower, conv string) error {
 	var n int
 	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM conversations WHERE id = ?`, conv).Scan(&n); err != nil {
 		return err
