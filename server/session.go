@@ -18,6 +18,10 @@ type outItem struct {
 	conv  string
 	frame []byte
 	msg   []byte
+	// reply is an answer to this session's own request (sent, messages,
+	// pong, error): its place among pushed frames does not matter, so it
+	// does not stop messages around it from being coalesced.
+	reply bool
 }
 
 // maxBatch and maxBatchBytes bound what is coalesced into one batch frame,
@@ -199,7 +203,7 @@ func (s *session) reply(v any) {
 		return
 	}
 	select {
-	case s.out <- &outItem{frame: b}:
+	case s.out <- &outItem{frame: b, reply: true}:
 		s.kick()
 	case <-s.ctx.Done():
 	}
@@ -251,54 +255,85 @@ func (s *session) enqueue(it *outItem) {
 }
 
 func (s *session) writeLoop() {
-	var next *outItem
-	group := make([][]byte, 0, 8)
+	items := make([]*outItem, 0, 64)
 	for {
-		it := next
-		next = nil
-		if it == nil {
-			select {
-			case it = <-s.out:
-			case <-s.ctx.Done():
+		items = s.drain(items[:0])
+		if len(items) == 0 {
+			if s.ctx.Err() != nil || !s.resume() || s.idle() {
 				return
-			default:
-				if !s.resume() || s.idle() {
-					return
-				}
-				continue
+			}
+			continue
+		}
+		for _, data := range coalesce(items) {
+			if err := s.write(data); err != nil {
+				s.close(websocket.StatusGoingAway, "write failed")
+				return
 			}
 		}
-		data := it.frame
-		if it.msg != nil {
-			group = append(group[:0], it.msg)
-			size := len(it.msg)
-		collect:
-			for len(group) < maxBatch && size < maxBatchBytes {
-				select {
-				case x := <-s.out:
-					if x.msg != nil && x.conv == it.conv && size+len(x.msg) <= maxBatchBytes {
-						group = append(group, x.msg)
-						size += len(x.msg)
-						continue
-					}
-					next = x
-					break collect
-				default:
-					break collect
-				}
-			}
-			if len(group) > 1 {
-				data = batchFrame(it.conv, group)
-			}
-		}
-		if err := s.write(data); err != nil {
-			s.close(websocket.StatusGoingAway, "write failed")
-			return
-		}
-		if next == nil && !s.resume() {
+		if !s.resume() {
 			return
 		}
 	}
+}
+
+// maxDrain bounds the frames taken from the queue per round.
+const maxDrain = 512
+
+// drain takes what is queued, without waiting.
+func (s *session) drain(items []*outItem) []*outItem {
+	for len(items) < maxDrain {
+		select {
+		case it := <-s.out:
+			items = append(items, it)
+		default:
+			return items
+		}
+	}
+	return items
+}
+
+// coalesce turns queued items into frames: messages of one conversation
+// become one batch frame (placed where the first of them stood), so a
+// session in ten busy groups gets a frame per group rather than per message.
+// Order is kept within each conversation; pushed events other than
+// messages (read, receipt, storm, conversation) are barriers no message
+// crosses, while replies stay in place without being barriers.
+func coalesce(items []*outItem) [][]byte {
+	type entry struct {
+		first *outItem // the item alone: its own frame
+		conv  string
+		parts [][]byte
+		size  int
+	}
+	entries := make([]*entry, 0, len(items))
+	open := make(map[string]*entry)
+	for _, it := range items {
+		switch {
+		case it.msg == nil:
+			entries = append(entries, &entry{first: it})
+			if !it.reply {
+				clear(open)
+			}
+		default:
+			e := open[it.conv]
+			if e == nil || len(e.parts) >= maxBatch || e.size+len(it.msg) > maxBatchBytes {
+				e = &entry{first: it, conv: it.conv}
+				entries = append(entries, e)
+				open[it.conv] = e
+			}
+			e.parts = append(e.parts, it.msg)
+			e.size += len(it.msg)
+		}
+	}
+	frames := make([][]byte, len(entries))
+	for i, e := range entries {
+		if len(e.parts) <= 1 {
+			frames[i] = e.first.frame
+		} else {
+			frames[i] = batchFrame(e.conv, e.parts)
+		}
+	}
+	return frames
 }
 
 // idle stops the writer when nothing is queued; an item queued later
