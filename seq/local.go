@@ -43,12 +43,13 @@ func (l *Local) Forget(conv string) {
 	l.mu.Unlock()
 }
 
-// Unget returns seq, the last one Next handed out for conv, when it was not
-// used (the message turned out to be a duplicate), so seqs stay gapless.
-func (l *Local) Unget(conv string, seq int64) {
+// Return gives back the tail of a reservation that ended at end when only
+// seqs up to used were stored (the rest were duplicates), so seqs stay
+// gapless. It does nothing if conv moved on since.
+func (l *Local) Return(conv string, end, used int64) {
 	l.mu.Lock()
-	if l.last[conv] == seq {
-		l.last[conv] = seq - 1
+	if l.last[conv] == end {
+		l.last[conv] = used
 	}
 	l.mu.Unlock()
 }

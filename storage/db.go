@@ -14,6 +14,7 @@ import (
 
 	"github.com/imserver/imserver/chat"
 	"github.com/imserver/imserver/seq"
+	"github.com/redis/go-redis/v9"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -36,6 +37,11 @@ type Options struct {
 	OnCommit func([]chat.Message)
 	// Metrics observes the writer; nil for none.
 	Metrics WriterMetrics
+	// Redis, when set, allocates seqs (several processes may then share
+	// the database file); RedisPrefix prefixes its keys.
+	Redis       redis.UniversalClient
+	RedisPrefix string
+	RedisAlloc  seq.RedisAllocOptions
 }
 
 // WriterMetrics observes the group commit.
@@ -106,7 +112,11 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	r.SetMaxOpenConns(opts.Readers)
 	r.SetMaxIdleConns(opts.Readers)
 	db := &DB{path: path, opts: opts, writer: w, readers: r}
-	db.w = newWriter(w, seq.NewLocal(), opts)
+	var seqs seqSource = localSeqs{seq.NewLocal()}
+	if opts.Redis != nil {
+		seqs = redisSeqs{seq.NewRedisAllocator(opts.Redis, opts.RedisPrefix, txBounds{}, opts.RedisAlloc)}
+	}
+	db.w = newWriter(w, seqs, opts)
 	return db, nil
 }
 

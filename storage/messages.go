@@ -19,22 +19,12 @@ func (db *DB) Append(ctx context.Context, m chat.Message) chat.Pending {
 
 func (w *writer) appendMessage(t *wtx, j *job) error {
 	m := *j.msg
-	t.touched[m.Conv] = struct{}{}
-	load, err := t.stmt(`SELECT max_seq, seq_bound FROM conversations WHERE id = ?`)
-	if err != nil {
-		return err
+	r := t.ranges[m.Conv]
+	if r.err != nil {
+		t.results[j] = result{err: r.err}
+		return nil
 	}
-	m.Seq, err = w.alloc.Next(m.Conv, 1, func() (int64, error) {
-		var maxSeq, bound int64
-		if err := load.QueryRowContext(t.ctx, m.Conv).Scan(&maxSeq, &bound); err != nil {
-			return 0, err
-		}
-		// Seqs handed out by Redis before may lie above what is stored.
-		return max(maxSeq, bound), nil
-	})
-	if err != nil {
-		return err
-	}
+	m.Seq = r.next
 	m.TS = nowMS()
 	// The unique index decides duplicates: one statement for the common
 	// case, a look-up only for a retry.
@@ -50,9 +40,9 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	if n, err := res.RowsAffected(); err != nil {
 		return err
 	} else if n == 0 {
-		w.alloc.Unget(m.Conv, m.Seq)
 		return w.duplicate(t, j, m)
 	}
+	r.next++
 	t.convMax[m.Conv] = m.Seq
 	t.senderMax[[2]string{m.Conv, m.From}] = m.Seq
 	t.committed = append(t.committed, m)

@@ -9,16 +9,15 @@ import (
 	"time"
 
 	"github.com/imserver/imserver/chat"
-	"github.com/imserver/imserver/seq"
 )
 
 // writer owns the only write connection. It takes whatever jobs are queued
 // (up to BatchSize, waiting BatchDelay at most), runs them in one BEGIN
 // IMMEDIATE transaction and commits once: one fsync for the batch.
 type writer struct {
-	db    *sql.DB
-	alloc *seq.Local
-	opts  Options
+	db   *sql.DB
+	seqs seqSource
+	opts Options
 
 	jobs chan *job
 	mu   sync.RWMutex // guards closed against submit
@@ -43,14 +42,14 @@ type result struct {
 
 var errClosed = chat.Errorf(chat.EUnavailable, "the server is shutting down")
 
-func newWriter(db *sql.DB, alloc *seq.Local, opts Options) *writer {
+func newWriter(db *sql.DB, seqs seqSource, opts Options) *writer {
 	w := &writer{
-		db:    db,
-		alloc: alloc,
-		opts:  opts,
-		jobs:  make(chan *job, 4*opts.BatchSize),
-		quit:  make(chan struct{}),
-		done:  make(chan struct{}),
+		db:   db,
+		seqs: seqs,
+		opts: opts,
+		jobs: make(chan *job, 4*opts.BatchSize),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
 	}
 	go w.loop()
 	return w
@@ -166,7 +165,7 @@ type wtx struct {
 	senderMax map[[2]string]int64  // (conv, sender) -> largest seq
 	committed []chat.Message       // appended, in order
 	results   map[*job]result      // per job
-	touched   map[string]struct{}  // convs whose allocator state must be dropped on rollback
+	ranges    map[string]*seqRange // seqs reserved per conversation
 	stmts     map[string]*sql.Stmt // prepared per transaction
 }
 
@@ -198,8 +197,8 @@ func (w *writer) run(batch []*job) {
 	start := time.Now()
 	t, err := w.runTx(batch)
 	if err != nil {
-		for c := range t.touched {
-			w.alloc.Forget(c)
+		for c := range t.ranges {
+			w.seqs.rollback(c)
 		}
 		if !errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("write batch: %w", err)
@@ -220,6 +219,34 @@ func (w *writer) run(batch []*job) {
 	}
 }
 
+// reserve takes the seqs the batch's messages may need, one call per
+// conversation. A conversation whose reservation fails (Redis down) fails
+// its messages alone.
+func (w *writer) reserve(t *wtx, batch []*job) error {
+	counts := make(map[string]int64)
+	for _, j := range batch {
+		if j.msg != nil {
+			counts[j.msg.Conv]++
+		}
+	}
+	for conv, n := range counts {
+		first, err := w.seqs.reserve(t, conv, n)
+		if err != nil {
+			var e *chat.Error
+			if !errors.As(err, &e) && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			if errors.Is(err, sql.ErrNoRows) {
+				err = chat.Errorf(chat.ENotFound, "conversation not found")
+			}
+			t.ranges[conv] = &seqRange{err: err}
+			continue
+		}
+		t.ranges[conv] = &seqRange{next: first, end: first + n - 1}
+	}
+	return nil
+}
+
 func (w *writer) runTx(batch []*job) (*wtx, error) {
 	ctx := context.Background()
 	t := &wtx{
@@ -227,7 +254,7 @@ func (w *writer) runTx(batch []*job) (*wtx, error) {
 		convMax:   make(map[string]int64),
 		senderMax: make(map[[2]string]int64),
 		results:   make(map[*job]result, len(batch)),
-		touched:   make(map[string]struct{}),
+		ranges:    make(map[string]*seqRange),
 		stmts:     make(map[string]*sql.Stmt),
 	}
 	tx, err := w.db.BeginTx(ctx, nil)
@@ -240,6 +267,10 @@ func (w *writer) runTx(batch []*job) (*wtx, error) {
 			s.Close()
 		}
 	}()
+	if err := w.reserve(t, batch); err != nil {
+		tx.Rollback()
+		return t, err
+	}
 	for i, j := range batch {
 		if j.msg != nil {
 			if err := w.appendMessage(t, j); err != nil {
@@ -270,6 +301,11 @@ func (w *writer) runTx(batch []*job) (*wtx, error) {
 	if err := w.finishMessages(t); err != nil {
 		tx.Rollback()
 		return t, err
+	}
+	for c, r := range t.ranges {
+		if r.err == nil {
+			w.seqs.settle(c, r.end, r.next-1)
+		}
 	}
 	if t.version != 0 {
 		if _, err := tx.ExecContext(ctx, `UPDATE counters SET value = ? WHERE name = 'version'`, t.version); err != nil {
