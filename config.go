@@ -15,7 +15,13 @@ type Config struct {
 	Addr  string `yaml:"addr"`
 	DB    string `yaml:"db"`
 	Redis string `yaml:"redis"`
-	Auth  struct {
+	// RedisPrefix prefixes every Redis key and the bus channel.
+	RedisPrefix string `yaml:"redis_prefix"`
+	Seq         struct {
+		GroupBlock  int64 `yaml:"group_block"`
+		DirectBlock int64 `yaml:"direct_block"`
+	} `yaml:"seq"`
+	Auth struct {
 		Registration string   `yaml:"registration"`
 		Admins       []string `yaml:"admins"`
 	} `yaml:"auth"`
@@ -79,6 +85,9 @@ func defaultConfig() Config {
 	var c Config
 	c.Addr = "127.0.0.1:8080"
 	c.DB = "imserver.db"
+	c.RedisPrefix = "imserver:"
+	c.Seq.GroupBlock = 100
+	c.Seq.DirectBlock = 50
 	c.Auth.Registration = "open"
 	c.Storm.Window = 60 * time.Second
 	c.Storm.Threshold = 100

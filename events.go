@@ -1,46 +1,63 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"time"
 
 	"github.com/imserver/imserver/chat"
 	"github.com/imserver/imserver/seq"
 	"github.com/imserver/imserver/server"
+	"github.com/redis/go-redis/v9"
 )
 
 // stormWindow returns the window that counts group messages for storm
-// mode: exact in process, kept to threshold+1 timestamps per group.
-//
-// With Redis configured it is to be the shared sorted-set window behind a
-// fallback to this in-process one, so that a dead Redis degrades detection
-// to per-process counts instead of failing sends:
-//
-//	seq.NewFallbackWindow(
-//		seq.NewRedisWindow(rdb, cfg.Storm.KeyPrefix, cfg.Storm.Window, cfg.Storm.Threshold+1, cfg.Storm.KeyTTL),
-//		local, func(err error) { log.Warn(...); metrics.WindowFallback(err) })
-func stormWindow(cfg Config, log *slog.Logger, metrics *server.Metrics) (chat.StormWindow, error) {
+// mode: exact in process, kept to threshold+1 timestamps per group. With
+// Redis it is the shared sorted-set window, falling back to the in-process
+// one while Redis fails, so that a dead Redis degrades detection to
+// per-process counts instead of failing sends.
+func stormWindow(cfg Config, rdb redis.UniversalClient, log *slog.Logger, metrics *server.Metrics) chat.StormWindow {
 	if cfg.Storm.Threshold <= 0 {
-		return nil, nil // storm mode off
+		return nil // storm mode off
 	}
 	local := seq.NewLocalWindow(cfg.Storm.Window, cfg.Storm.Threshold+1)
-	if cfg.Redis != "" {
-		return nil, errors.New("storm window: redis is not wired yet")
+	if rdb == nil {
+		return local
 	}
-	return local, nil
+	shared := seq.NewRedisWindow(rdb, cfg.Storm.KeyPrefix, cfg.Storm.Window, cfg.Storm.Threshold+1, cfg.Storm.KeyTTL)
+	return seq.NewFallbackWindow(shared, local, func(err error) {
+		log.Warn("storm window: Redis failed, counting in this process", "err", err)
+		metrics.WindowFallback(err)
+	})
 }
 
-// eventQueue returns the bounded queue of outbound events: in process; with
-// Redis it is to be seq.NewRedisQueue(rdb, cfg.Storm.KeyPrefix,
-// cfg.Events.Capacity, cfg.Events.TTL), so that the processes sharing it
-// share the webhook deliveries.
-func eventQueue(cfg Config) (chat.EventQueue, error) {
-	if cfg.Redis != "" {
-		return nil, errors.New("event queue: redis is not wired yet")
+// eventQueue returns the bounded queue of outbound events: in process, or
+// in Redis so that the processes sharing it share the webhook deliveries.
+func eventQueue(cfg Config, rdb redis.UniversalClient) chat.EventQueue {
+	if rdb != nil {
+		return seq.NewRedisQueue(rdb, cfg.RedisPrefix, cfg.Events.Capacity, cfg.Events.TTL)
 	}
-	return seq.NewLocalQueue(cfg.Events.Capacity, cfg.Events.TTL), nil
+	return seq.NewLocalQueue(cfg.Events.Capacity, cfg.Events.TTL)
+}
+
+// redisClient connects to cfg.Redis with short timeouts: a dead Redis must
+// turn sends into fast `unavailable` answers, not hangs.
+func redisClient(cfg Config) (redis.UniversalClient, error) {
+	if cfg.Redis == "" {
+		return nil, nil
+	}
+	opts, err := redis.ParseURL(cfg.Redis)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	opts.ContextTimeoutEnabled = true
+	opts.DialTimeout = 500 * time.Millisecond
+	opts.ReadTimeout = 500 * time.Millisecond
+	opts.WriteTimeout = 500 * time.Millisecond
+	opts.PoolTimeout = time.Second
+	opts.MaxRetries = 1
+	return redis.NewClient(opts), nil
 }
 
 func webhooks(cfg Config) []server.Webhook {

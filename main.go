@@ -15,6 +15,7 @@ import (
 
 	"github.com/imserver/imserver/bench"
 	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/seq"
 	"github.com/imserver/imserver/server"
 	"github.com/imserver/imserver/storage"
 	"github.com/imserver/imserver/web"
@@ -101,19 +102,28 @@ func newLogger(cfg Config) *slog.Logger {
 // serve wires the adapters around the domain and runs until ctx ends.
 func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	log := newLogger(cfg)
-	if cfg.Redis != "" {
-		return errors.New("redis is not supported by this build yet; remove the redis setting")
+	rdb, err := redisClient(cfg)
+	if err != nil {
+		return err
 	}
 	metrics := server.NewMetrics()
 	hub := server.NewHub(log, metrics)
-	window, err := stormWindow(cfg, log, metrics)
-	if err != nil {
-		return err
+	health := map[string]server.Pinger{}
+	var deliver chat.Deliverer = hub
+	var bus *server.Bus
+	if rdb != nil {
+		defer rdb.Close()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			// Stay up: sends answer `unavailable` until Redis answers.
+			log.Warn("redis does not answer; starting degraded", "err", err)
+		}
+		health["redis"] = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+		bus = server.NewBus(rdb, cfg.RedisPrefix+"bus", hub, metrics, log)
+		defer bus.Close()
+		deliver = bus
 	}
-	events, err := eventQueue(cfg)
-	if err != nil {
-		return err
-	}
+	window := stormWindow(cfg, rdb, log, metrics)
+	events := eventQueue(cfg, rdb)
 	metrics.WatchEventQueue(events)
 	var svc *chat.Service
 	db, err := storage.Open(ctx, cfg.DB, storage.Options{
@@ -123,13 +133,23 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		Readers:     cfg.SQLite.Readers,
 		OnCommit:    func(m []chat.Message) { svc.Committed(m) },
 		Metrics:     metrics,
+		Redis:       rdb,
+		RedisPrefix: cfg.RedisPrefix,
+		RedisAlloc:  seq.RedisAllocOptions{GroupBlock: cfg.Seq.GroupBlock, DirectBlock: cfg.Seq.DirectBlock},
 	})
 	if err != nil {
 		return err
 	}
 	ccfg := chatConfig(cfg)
 	ccfg.Storm.Counter, ccfg.Events, ccfg.Observer = window, events, metrics
-	svc = chat.NewService(db, hub, ccfg, log)
+	if bus != nil {
+		ccfg.Peers = bus
+	}
+	svc = chat.NewService(db, deliver, ccfg, log)
+	if bus != nil {
+		bus.Attach(svc)
+	}
+	health["sqlite"] = db.Ping
 	srv := server.New(server.Config{
 		MaxRequestBytes: cfg.Limits.MaxRequestBytes,
 		MaxFrameBytes:   cfg.Limits.MaxFrameBytes,
@@ -137,7 +157,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		SessionQueue:    cfg.WebSocket.SessionQueue,
 		WriteTimeout:    cfg.WebSocket.WriteTimeout,
 		Pprof:           cfg.Debug.Pprof,
-	}, svc, hub, metrics, web.Handler(), map[string]server.Pinger{"sqlite": db.Ping}, log)
+	}, svc, hub, metrics, web.Handler(), health, log)
 
 	l, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

@@ -108,7 +108,7 @@ func (s *Service) AddMembers(ctx context.Context, me, conv string, users []strin
 		return nil, err
 	}
 	added, err := s.store.AddMembers(ctx, conv, ids)
-	s.rosters.forget(conv)
+	s.membershipChanged(conv)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func (s *Service) Kick(ctx context.Context, me, conv, user string) error {
 		return Errorf(EForbidden, "only the owner or an admin can remove members")
 	}
 	err = s.store.RemoveMember(ctx, conv, user)
-	s.rosters.forget(conv)
+	s.membershipChanged(conv)
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func (s *Service) Leave(ctx context.Context, me, conv string) error {
 		return Errorf(EBadRequest, "a direct conversation cannot be left")
 	}
 	err = s.store.RemoveMember(ctx, conv, me)
-	s.rosters.forget(conv)
+	s.membershipChanged(conv)
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func (s *Service) Clear(ctx context.Context, me, conv string) error {
 		return err
 	}
 	err := s.store.ClearHistory(ctx, conv, me)
-	s.rosters.forget(conv) // fan-out must see my new min_seq
+	s.membershipChanged(conv) // fan-out must see my new min_seq
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,12 @@ func (c *rosterCache) get(ctx context.Context, store ConversationStore, conv str
 	}
 }
 
+// forget drops conv's entry; "" drops every entry.
 func (c *rosterCache) forget(conv string) {
+	if conv == "" {
+		c.clear()
+		return
+	}
 	c.mu.Lock()
 	c.gen++
 	delete(c.m, conv)

@@ -28,6 +28,8 @@ type Config struct {
 	Events EventQueue
 	// Observer is told what the metrics count; nil tells no one.
 	Observer Observer
+	// Peers are the other processes sharing the store; nil when alone.
+	Peers Peers
 }
 
 func (c *Config) setDefaults() {
@@ -115,6 +117,28 @@ func (s *Service) Close() {
 	close(s.stop)
 	s.wg.Wait()
 }
+
+// Peers are the other processes that share the store (through Redis).
+type Peers interface {
+	// RosterChanged tells them to reload conv's members.
+	RosterChanged(conv string)
+}
+
+// membershipChanged drops conv's cached members here and in the other
+// processes, so that none delivers to a kicked member or refuses a new one.
+func (s *Service) membershipChanged(conv string) {
+	s.rosters.forget(conv)
+	if s.cfg.Peers != nil {
+		s.cfg.Peers.RosterChanged(conv)
+	}
+}
+
+// ForgetRoster drops conv's cached members after another process changed
+// them.
+func (s *Service) ForgetRoster(conv string) { s.rosters.forget(conv) }
+
+// ObserveRemote learns of messages another process committed.
+func (s *Service) ObserveRemote(msgs []Message) { s.maxSeqs.advance(msgs) }
 
 // Config returns the configuration in force, defaults filled in.
 func (s *Service) Config() Config { return s.cfg }

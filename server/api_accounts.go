@@ -52,7 +52,7 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.hub.closeToken(tokenID(tok))
+	s.hub.revokeToken(tokenID(tok))
 	w.WriteHeader(http.StatusNoContent)
 }
 

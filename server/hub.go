@@ -16,6 +16,9 @@ type Hub struct {
 
 	mu    sync.RWMutex
 	users map[string]map[*session]struct{}
+
+	// peers hears of logouts, for the other processes; nil when alone.
+	peers interface{ TokenRevoked(id string) }
 }
 
 var _ chat.Deliverer = (*Hub)(nil)
@@ -75,6 +78,15 @@ func (h *Hub) Deliver(users []string, ev *chat.Event) {
 	h.mu.RUnlock()
 	if msg != nil {
 		h.metrics.Deliveries.Add(float64(n))
+	}
+}
+
+// revokeToken closes a logged-out token's sessions here and in the other
+// processes.
+func (h *Hub) revokeToken(id string) {
+	h.closeToken(id)
+	if h.peers != nil {
+		h.peers.TokenRevoked(id)
 	}
 }
 

@@ -32,6 +32,8 @@ type Metrics struct {
 	StormWindow       prometheus.Histogram
 	StormBatchSizes   prometheus.Histogram
 	WindowFallbacks   prometheus.Counter
+	BusPublished      prometheus.Counter
+	BusDropped        prometheus.Counter
 	EventsPushed      prometheus.Counter
 	EventsDropped     *prometheus.CounterVec
 	WebhookDeliveries prometheus.Counter
@@ -65,6 +67,8 @@ func NewMetrics() *Metrics {
 		StormBatchSizes: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "imserver_storm_batch_messages",
 			Help: "Messages per batch delivered to a storming group.", Buckets: prometheus.ExponentialBuckets(1, 2, 14)}),
 		WindowFallbacks:   prometheus.NewCounter(prometheus.CounterOpts{Name: "imserver_storm_window_fallbacks_total", Help: "Times the shared storm window failed and counting fell back to this process."}),
+		BusPublished:      prometheus.NewCounter(prometheus.CounterOpts{Name: "imserver_bus_published_total", Help: "Events published to the other processes (Redis)."}),
+		BusDropped:        prometheus.NewCounter(prometheus.CounterOpts{Name: "imserver_bus_dropped_total", Help: "Events not published to the other processes (queue full or Redis failing); their clients catch up by sync."}),
 		EventsPushed:      prometheus.NewCounter(prometheus.CounterOpts{Name: "imserver_events_pushed_total", Help: "Outbound events put on the event queue."}),
 		EventsDropped:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "imserver_events_dropped_total", Help: "Outbound events lost: pushed out of a full queue (full) or not pushed (error)."}, []string{"reason"}),
 		WebhookDeliveries: prometheus.NewCounter(prometheus.CounterOpts{Name: "imserver_webhook_deliveries_total", Help: "Webhook POSTs answered with 2xx."}),
@@ -74,7 +78,7 @@ func NewMetrics() *Metrics {
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Sessions, m.Stored, m.Deliveries, m.Frames, m.Bytes, m.SlowCuts, m.RateLimited, m.BatchJobs, m.CommitSeconds,
 		m.StormsStarted, m.StormGroups, m.StormWindow, m.StormBatchSizes, m.WindowFallbacks, m.EventsPushed, m.EventsDropped,
-		m.WebhookDeliveries, m.WebhookFailures, m.WebhookDropped)
+		m.WebhookDeliveries, m.WebhookFailures, m.WebhookDropped, m.BusPublished, m.BusDropped)
 	return m
 }
 
