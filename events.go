@@ -57,6 +57,7 @@ func redisClient(cfg Config) (redis.UniversalClient, error) {
 	opts.WriteTimeout = 500 * time.Millisecond
 	opts.PoolTimeout = time.Second
 	opts.MaxRetries = 1
+	opts.DialerRetries = 1
 	return redis.NewClient(opts), nil
 }
 

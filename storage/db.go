@@ -114,7 +114,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	db := &DB{path: path, opts: opts, writer: w, readers: r}
 	var seqs seqSource = localSeqs{seq.NewLocal()}
 	if opts.Redis != nil {
-		seqs = redisSeqs{seq.NewRedisAllocator(opts.Redis, opts.RedisPrefix, txBounds{}, opts.RedisAlloc)}
+		seqs = newRedisSeqs(seq.NewRedisAllocator(opts.Redis, opts.RedisPrefix, txBounds{}, opts.RedisAlloc))
 	}
 	db.w = newWriter(w, seqs, opts)
 	return db, nil

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/imserver/imserver/chat"
 	"github.com/imserver/imserver/seq"
@@ -54,16 +55,38 @@ func (s localSeqs) rollback(conv string)                { s.l.Forget(conv) }
 // block is persisted in the same transaction as the messages (txBounds):
 // a block whose transaction fails was never used by anyone, and the floor
 // after a Redis flush includes every stored seq. Unused seqs are gaps.
-type redisSeqs struct{ a *seq.RedisAllocator }
+//
+// The writer holds the database's write lock (for every process) while it
+// waits for Redis, so after a failure it does not ask Redis again for a
+// second: sends fail fast instead of stalling every other write.
+type redisSeqs struct {
+	a         *seq.RedisAllocator
+	downUntil *time.Time // only the writer goroutine uses it
+}
+
+func newRedisSeqs(a *seq.RedisAllocator) redisSeqs {
+	return redisSeqs{a: a, downUntil: new(time.Time)}
+}
+
+var errSeqUnavailable = chat.Errorf(chat.EUnavailable, "the sequence allocator (Redis) is unavailable")
+
+// redisRetryAfter is how long the writer stops asking a failing Redis.
+const redisRetryAfter = time.Second
 
 func (s redisSeqs) reserve(t *wtx, conv string, n int64) (int64, error) {
+	if time.Now().Before(*s.downUntil) {
+		return 0, errSeqUnavailable
+	}
 	_, kind, err := floor(t.ctx, t, conv)
 	if err != nil {
 		return 0, err
 	}
-	first, err := s.a.Alloc(context.WithValue(t.ctx, wtxKey{}, t), conv, n, kind == chat.Direct)
-	if errors.Is(err, seq.ErrUnavailable) {
-		return 0, chat.Errorf(chat.EUnavailable, "the sequence allocator (Redis) is unavailable")
+	ctx, cancel := context.WithTimeout(context.WithValue(t.ctx, wtxKey{}, t), 2*redisRetryAfter)
+	defer cancel()
+	first, err := s.a.Alloc(ctx, conv, n, kind == chat.Direct)
+	if errors.Is(err, seq.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		*s.downUntil = time.Now().Add(redisRetryAfter)
+		return 0, errSeqUnavailable
 	}
 	return first, err
 }
