@@ -145,6 +145,16 @@ func (s *Service) Authenticate(ctx context.Context, token string) (User, error) 
 	return u, err
 }
 
+// TokenValid reports whether the token with this hash (see TokenHash)
+// still opens sessions.
+func (s *Service) TokenValid(ctx context.Context, tokenHash []byte) (bool, error) {
+	_, err := s.store.UserByToken(ctx, tokenHash)
+	if ErrorCode(err) == ENotFound {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // Logout revokes a token.
 func (s *Service) Logout(ctx context.Context, token string) error {
 	return s.store.DeleteToken(ctx, TokenHash(token))

@@ -134,7 +134,7 @@ func (s *Service) membershipChanged(conv string) {
 }
 
 // ForgetRoster drops conv's cached members after another process changed
-// them.
+// them; "" drops all.
 func (s *Service) ForgetRoster(conv string) { s.rosters.forget(conv) }
 
 // ObserveRemote learns of messages another process committed.

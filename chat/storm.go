@@ -143,6 +143,10 @@ type stormMode struct {
 type stormState struct {
 	since time.Time
 	count atomic.Int64
+	// remote: another process detected the storm and told its members
+	// (through the bus) when it started and will tell them when it ends;
+	// this one only follows, quietly.
+	remote bool
 }
 
 type stormChange struct {
@@ -150,6 +154,7 @@ type stormChange struct {
 	active bool
 	count  int
 	since  time.Time
+	quiet  bool // the storm frame went out already (another process sent it)
 }
 
 // stormBuffer holds a storming group's committed messages until the next
@@ -238,13 +243,47 @@ func (s *Service) updateStorm(conv string, count int, now time.Time) {
 	} else {
 		delete(m.active, conv)
 	}
-	c := stormChange{conv: conv, active: active, count: count, since: st.since}
+	c := stormChange{conv: conv, active: active, count: count, since: st.since, quiet: st.remote}
 	select {
 	case m.changes <- c:
 	case <-s.stop:
 	}
 	m.mu.Unlock()
-	s.alertStorm(c, now)
+	if !c.quiet {
+		s.alertStorm(c, now)
+	}
+}
+
+// RemoteStorm follows a storm another process detected (its storm frame
+// reached this process's members through the bus): this process's own
+// messages of the group are then batched too, and it sends no frame or
+// alert of its own for that storm.
+func (s *Service) RemoteStorm(conv string, active bool, count int) {
+	m := s.storm
+	if m == nil {
+		return
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.active[conv]
+	if active == (st != nil) {
+		if st != nil {
+			st.count.Store(int64(count))
+		}
+		return
+	}
+	if active {
+		st = &stormState{since: now, remote: true}
+		st.count.Store(int64(count))
+		m.active[conv] = st
+	} else {
+		delete(m.active, conv)
+	}
+	select {
+	case m.changes <- stormChange{conv: conv, active: active, count: count, since: st.since, quiet: true}:
+	case <-s.stop:
+	}
 }
 
 // alertStorm logs, counts and queues a storm transition.
@@ -350,6 +389,9 @@ func (s *Service) switchStorm(ctx context.Context, c stormChange) {
 	} else if b := m.bufs[c.conv]; b != nil {
 		s.flushStorm(c.conv, b)
 		delete(m.bufs, c.conv)
+	}
+	if c.quiet {
+		return
 	}
 	r, err := s.rosters.get(ctx, s.store, c.conv)
 	if err != nil {

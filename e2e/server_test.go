@@ -137,12 +137,6 @@ func (s *server) call(t *testing.T, token, method, path string, body, out any) {
 	}
 }
 
-type apiUser struct {
-	ID          string `json:"id"`
-	Username    string `json:"username"`
-	DisplayName string `json:"display_name"`
-}
-
 type apiConv struct {
 	ID      string `json:"id"`
 	Kind    string `json:"kind"`

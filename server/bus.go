@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/imserver/imserver/chat"
 	"github.com/redis/go-redis/v9"
 )
@@ -17,8 +19,8 @@ import (
 // theirs. Storage stays the truth: a lost publish only delays delivery
 // until the client's next sync.
 //
-// Storm frames are not published: every process detects storms from the
-// shared window and tells its own sessions.
+// A storm frame reaches the other processes' members too, and those
+// processes follow the storm (RemoteStorm) instead of announcing their own.
 type Bus struct {
 	rdb     redis.UniversalClient
 	channel string
@@ -29,16 +31,22 @@ type Bus struct {
 
 	sink BusSink
 	out  chan []byte
-	done chan struct{}
-	wg   sync.WaitGroup
-	ps   *redis.PubSub
+	// control carries roster changes and logouts: they must not be
+	// dropped the way events may, so a full queue waits for room.
+	control chan []byte
+	done    chan struct{}
+	wg      sync.WaitGroup
+	ps      *redis.PubSub
 }
 
-// BusSink is told what other processes changed: a roster to reload, and
-// the messages they committed (the ack clamp follows max seqs).
+// BusSink is told what other processes changed: a roster to reload ("" for
+// all), the messages they committed (the ack clamp follows max seqs), and
+// asked whether a token still holds, after the bus may have missed a logout.
 type BusSink interface {
 	ForgetRoster(conv string)
 	ObserveRemote(msgs []chat.Message)
+	TokenValid(ctx context.Context, tokenHash []byte) (bool, error)
+	RemoteStorm(conv string, active bool, count int)
 }
 
 var (
@@ -79,6 +87,7 @@ func NewBus(rdb redis.UniversalClient, channel string, hub *Hub, m *Metrics, log
 		metrics: m,
 		log:     log,
 		out:     make(chan []byte, 8192),
+		control: make(chan []byte, 1024),
 		done:    make(chan struct{}),
 		ps:      rdb.Subscribe(context.Background(), channel),
 	}
@@ -103,7 +112,7 @@ func (b *Bus) Close() {
 // Deliver implements chat.Deliverer.
 func (b *Bus) Deliver(users []string, ev *chat.Event) {
 	b.hub.Deliver(users, ev)
-	if ev.Type == chat.EventStorm || len(users) == 0 {
+	if len(users) == 0 {
 		return
 	}
 	w := &wireEvent{Event: *ev}
@@ -117,17 +126,25 @@ func (b *Bus) Deliver(users []string, ev *chat.Event) {
 }
 
 // RosterChanged implements chat.Peers.
-func (b *Bus) RosterChanged(conv string) { b.publish(busMessage{Kind: busRoster, Conv: conv}) }
+func (b *Bus) RosterChanged(conv string) { b.publishControl(busMessage{Kind: busRoster, Conv: conv}) }
 
 // TokenRevoked tells the other processes to close a logged-out token's
 // sessions.
-func (b *Bus) TokenRevoked(id string) { b.publish(busMessage{Kind: busLogout, Token: id}) }
+func (b *Bus) TokenRevoked(id string) { b.publishControl(busMessage{Kind: busLogout, Token: id}) }
 
-func (b *Bus) publish(m busMessage) {
+func (b *Bus) encode(m busMessage) []byte {
 	m.Node = b.node
 	data, err := json.Marshal(m)
 	if err != nil {
 		b.log.Error("bus: encoding", "err", err)
+		return nil
+	}
+	return data
+}
+
+func (b *Bus) publish(m busMessage) {
+	data := b.encode(m)
+	if data == nil {
 		return
 	}
 	select {
@@ -138,6 +155,19 @@ func (b *Bus) publish(m busMessage) {
 	}
 }
 
+// publishControl queues a control message, waiting for room. If Redis is
+// down it is lost like any publish, but then the other processes lost
+// their subscription too, and they start over (resubscribed) when Redis
+// is back.
+func (b *Bus) publishControl(m busMessage) {
+	if data := b.encode(m); data != nil {
+		select {
+		case b.control <- data:
+		case <-b.done:
+		}
+	}
+}
+
 // publishLoop sends what is queued, many PUBLISH commands per round trip.
 func (b *Bus) publishLoop() {
 	defer b.wg.Done()
@@ -145,6 +175,8 @@ func (b *Bus) publishLoop() {
 	var lastLog time.Time
 	for {
 		select {
+		case data := <-b.control:
+			batch = append(batch[:0], data)
 		case data := <-b.out:
 			batch = append(batch[:0], data)
 		case <-b.done:
@@ -153,6 +185,8 @@ func (b *Bus) publishLoop() {
 	drain:
 		for len(batch) < cap(batch) {
 			select {
+			case data := <-b.control:
+				batch = append(batch, data)
 			case data := <-b.out:
 				batch = append(batch, data)
 			default:
@@ -180,7 +214,18 @@ func (b *Bus) publishLoop() {
 
 func (b *Bus) receiveLoop() {
 	defer b.wg.Done()
-	for msg := range b.ps.Channel() {
+	subscribed := false
+	for v := range b.ps.ChannelWithSubscriptions() {
+		msg, ok := v.(*redis.Message)
+		if !ok {
+			if sub, ok := v.(*redis.Subscription); ok && sub.Kind == "subscribe" {
+				if subscribed {
+					b.resubscribed()
+				}
+				subscribed = true
+			}
+			continue
+		}
 		var m busMessage
 		if err := json.Unmarshal([]byte(msg.Payload), &m); err != nil {
 			b.log.Warn("bus: bad message", "err", err)
@@ -190,6 +235,30 @@ func (b *Bus) receiveLoop() {
 			continue
 		}
 		b.receive(&m)
+	}
+}
+
+// resubscribed starts over after the subscription was lost (Redis
+// restarted or unreachable): whatever roster change or logout was published
+// meanwhile is lost, so every cached roster is dropped and the token of
+// every open session is checked again.
+func (b *Bus) resubscribed() {
+	b.log.Info("bus: subscribed again; reloading rosters and checking sessions' tokens")
+	if b.sink == nil {
+		return
+	}
+	b.sink.ForgetRoster("")
+	for _, s := range b.hub.sessions() {
+		hash, err := hex.DecodeString(s.tokenHash)
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ok, err := b.sink.TokenValid(ctx, hash)
+		cancel()
+		if err == nil && !ok {
+			s.close(websocket.StatusPolicyViolation, "logged out")
+		}
 	}
 }
 
@@ -212,6 +281,8 @@ func (b *Bus) receive(m *busMessage) {
 		b.hub.Deliver(m.Users, ev)
 		if b.sink != nil {
 			switch {
+			case ev.Type == chat.EventStorm:
+				b.sink.RemoteStorm(ev.Conv, ev.Active, ev.Count)
 			case ev.Message != nil:
 				b.sink.ObserveRemote([]chat.Message{*ev.Message})
 			case len(ev.Messages) > 0:

@@ -19,6 +19,10 @@ func (db *DB) Append(ctx context.Context, m chat.Message) chat.Pending {
 
 func (w *writer) appendMessage(t *wtx, j *job) error {
 	m := *j.msg
+	if t.notMember[[2]string{m.Conv, m.From}] {
+		t.results[j] = result{err: chat.Errorf(chat.ENotMember, "not a member of this conversation")}
+		return nil
+	}
 	r := t.ranges[m.Conv]
 	if r.err != nil {
 		t.results[j] = result{err: r.err}

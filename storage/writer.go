@@ -166,6 +166,7 @@ type wtx struct {
 	committed []chat.Message       // appended, in order
 	results   map[*job]result      // per job
 	ranges    map[string]*seqRange // seqs reserved per conversation
+	notMember map[[2]string]bool   // (conv, sender) pairs that may not send
 	stmts     map[string]*sql.Stmt // prepared per transaction
 }
 
@@ -224,9 +225,27 @@ func (w *writer) run(batch []*job) {
 // its messages alone.
 func (w *writer) reserve(t *wtx, batch []*job) error {
 	counts := make(map[string]int64)
+	senders := make(map[[2]string]bool)
 	for _, j := range batch {
 		if j.msg != nil {
 			counts[j.msg.Conv]++
+			senders[[2]string{j.msg.Conv, j.msg.From}] = true
+		}
+	}
+	// Membership was checked against a cache before the message was
+	// queued; the transaction decides, so that a kick committed meanwhile
+	// (here or by another process) is never overtaken by a send.
+	member, err := t.stmt(`SELECT COUNT(*) FROM members WHERE conv_id = ? AND user_id = ? AND max_seq IS NULL`)
+	if err != nil {
+		return err
+	}
+	for k := range senders {
+		var n int
+		if err := member.QueryRowContext(t.ctx, k[0], k[1]).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			t.notMember[k] = true
 		}
 	}
 	for conv, n := range counts {
@@ -255,6 +274,7 @@ func (w *writer) runTx(batch []*job) (*wtx, error) {
 		senderMax: make(map[[2]string]int64),
 		results:   make(map[*job]result, len(batch)),
 		ranges:    make(map[string]*seqRange),
+		notMember: make(map[[2]string]bool),
 		stmts:     make(map[string]*sql.Stmt),
 	}
 	tx, err := w.db.BeginTx(ctx, nil)
