@@ -155,3 +155,4 @@ func readPassword(cmd *cobra.Command, flag string) (string, error) {
 type nopDeliverer struct{}
 
 func (nopDeliverer) Deliver([]string, *chat.Event) {}
+func (nopDeliverer) DeliverAll([]chat.Delivery)    {}

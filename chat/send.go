@@ -150,6 +150,8 @@ func (s *Service) dispatch() {
 }
 
 func (s *Service) fanOut(ctx context.Context, msgs []Message) {
+	ds := make([]Delivery, 0, len(msgs))
+	events := make([]Event, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		r, err := s.rosters.get(ctx, s.store, m.Conv)
@@ -161,6 +163,10 @@ func (s *Service) fanOut(ctx context.Context, msgs []Message) {
 		if s.bufferStorm(r, m) {
 			continue
 		}
-		s.deliver.Deliver(r.recipients(m.Seq), &Event{Type: EventMessage, Conv: m.Conv, ExceptSession: m.Origin, Message: m})
+		events[i] = Event{Type: EventMessage, Conv: m.Conv, ExceptSession: m.Origin, Message: m}
+		ds = append(ds, Delivery{Users: r.recipients(m.Seq), Event: &events[i]})
+	}
+	if len(ds) > 0 {
+		s.deliver.DeliverAll(ds)
 	}
 }

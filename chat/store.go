@@ -89,6 +89,17 @@ type Ack struct {
 // storage is the truth and push is only a hint.
 type Deliverer interface {
 	Deliver(users []string, ev *Event)
+	// DeliverAll hands out deliveries made together, in order (the
+	// messages of one commit). A deliverer may queue all of them before
+	// waking any session's writer, so that each session's share leaves in
+	// one write instead of one per message.
+	DeliverAll(ds []Delivery)
+}
+
+// Delivery is one event and the users who get it.
+type Delivery struct {
+	Users []string
+	Event *Event
 }
 
 // Event types pushed to sessions.

@@ -17,7 +17,7 @@ type batchItems struct {
 // deliverBatch queues a batch event (storm mode). The frames are encoded
 // once for everyone; a session that sent some of the messages got `sent`
 // for them, so it gets frames of the others, encoded once for it.
-func (h *Hub) deliverBatch(users []string, ev *chat.Event) {
+func (h *Hub) deliverBatch(users []string, ev *chat.Event, held heldWriters) {
 	enc := make([][]byte, len(ev.Messages))
 	var origins map[string]bool
 	for i := range ev.Messages {
@@ -59,7 +59,7 @@ func (h *Hub) deliverBatch(users []string, ev *chat.Event) {
 				}
 			}
 			for i, it := range items.items {
-				s.enqueue(it)
+				s.enqueue(it, held)
 				n += items.count[i]
 			}
 		}

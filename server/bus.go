@@ -112,6 +112,19 @@ func (b *Bus) Close() {
 // Deliver implements chat.Deliverer.
 func (b *Bus) Deliver(users []string, ev *chat.Event) {
 	b.hub.Deliver(users, ev)
+	b.share(users, ev)
+}
+
+// DeliverAll implements chat.Deliverer.
+func (b *Bus) DeliverAll(ds []chat.Delivery) {
+	b.hub.DeliverAll(ds)
+	for _, d := range ds {
+		b.share(d.Users, d.Event)
+	}
+}
+
+// share publishes an event for the other processes' sessions.
+func (b *Bus) share(users []string, ev *chat.Event) {
 	if len(users) == 0 {
 		return
 	}

@@ -55,8 +55,29 @@ func (h *Hub) remove(s *session) {
 // Deliver implements chat.Deliverer: the frame is encoded once and queued to
 // every session of users but the excepted one, without waiting for any.
 func (h *Hub) Deliver(users []string, ev *chat.Event) {
+	h.deliver(users, ev, nil)
+}
+
+// DeliverAll implements chat.Deliverer. The sessions' writers are woken
+// once all is queued, so a session in ten busy groups gets a commit's
+// messages in one write of a few batch frames rather than piecemeal.
+func (h *Hub) DeliverAll(ds []chat.Delivery) {
+	held := make(heldWriters)
+	for _, d := range ds {
+		h.deliver(d.Users, d.Event, held)
+	}
+	for s := range held {
+		s.kick()
+	}
+}
+
+// heldWriters are the sessions whose writers wait for the end of a
+// DeliverAll; nil wakes writers at once.
+type heldWriters map[*session]struct{}
+
+func (h *Hub) deliver(users []string, ev *chat.Event, held heldWriters) {
 	if ev.Type == chat.EventBatch {
-		h.deliverBatch(users, ev)
+		h.deliverBatch(users, ev, held)
 		return
 	}
 	frame, msg, err := encodeEvent(ev)
@@ -70,7 +91,7 @@ func (h *Hub) Deliver(users []string, ev *chat.Event) {
 	for _, u := range users {
 		for s := range h.users[u] {
 			if s.id != ev.ExceptSession {
-				s.enqueue(it)
+				s.enqueue(it, held)
 				n++
 			}
 		}

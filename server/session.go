@@ -38,13 +38,19 @@ type session struct {
 	user      chat.User
 	tokenHash string
 	conn      *websocket.Conn
+	wire      *wire
 	srv       *Server
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	out    chan *outItem
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// queue holds the frames waiting for the writer, at most
+	// cfg.SessionQueue. It is allocated when something is queued and
+	// dropped when the writer finds it empty, so an idle session keeps
+	// none of it.
+	queue    []*outItem
+	room     chan struct{}   // closed when the writer takes the queue; made by a waiting reply
 	cut      map[string]bool // convs whose live stream was cut
 	overflow bool            // a frame other than a message was dropped
 	closed   bool
@@ -61,29 +67,25 @@ type pendingSend struct {
 	wait chat.Pending
 }
 
-func newSession(srv *Server, conn *websocket.Conn, user chat.User, tokenHash string) *session {
+func newSession(srv *Server, conn *websocket.Conn, w *wire, user chat.User, tokenHash string) *session {
 	ctx, cancel := context.WithCancel(srv.baseCtx)
 	return &session{
 		id:        chat.NewID(),
 		user:      user,
 		tokenHash: tokenHash,
 		conn:      conn,
+		wire:      w,
 		srv:       srv,
 		ctx:       ctx,
 		cancel:    cancel,
-		out:       make(chan *outItem, srv.cfg.SessionQueue),
 		inflight:  make(chan struct{}, srv.cfg.SessionQueue),
 	}
 }
 
-// run serves the session until the connection ends.
-func (s *session) run() {
+// run serves the session until the connection ends; v is the user's
+// largest version, for hello.
+func (s *session) run(v int64) {
 	defer s.cancel()
-	v, err := s.srv.chat.MaxVersion(s.ctx, s.user.ID)
-	if err != nil {
-		s.close(websocket.StatusInternalError, "internal error")
-		return
-	}
 	s.srv.hub.add(s)
 	defer s.srv.hub.remove(s)
 	// hello goes first: nothing else can be queued before the writer starts
@@ -202,10 +204,29 @@ func (s *session) reply(v any) {
 		s.srv.log.Error("encoding reply", "err", err)
 		return
 	}
-	select {
-	case s.out <- &outItem{frame: b, reply: true}:
-		s.kick()
-	case <-s.ctx.Done():
+	it := &outItem{frame: b, reply: true}
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		if len(s.queue) < s.srv.cfg.SessionQueue {
+			s.queue = append(s.queue, it)
+			s.startWriterLocked()
+			s.mu.Unlock()
+			return
+		}
+		if s.room == nil {
+			s.room = make(chan struct{})
+		}
+		room := s.room
+		s.mu.Unlock()
+		select {
+		case <-room:
+		case <-s.ctx.Done():
+			return
+		}
 	}
 }
 
@@ -228,7 +249,11 @@ func (s *session) startWriterLocked() {
 // conversation's live stream (the client gets `resync` once there is room
 // again and catches up with `sync`); a lost non-message event closes the
 // session, since the client could not know what it missed.
-func (s *session) enqueue(it *outItem) {
+//
+// With held non-nil the writer is not started but the session is added to
+// held, for the caller to kick once it has queued the rest, unless the
+// queue is half full already.
+func (s *session) enqueue(it *outItem, held heldWriters) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.overflow {
@@ -237,11 +262,14 @@ func (s *session) enqueue(it *outItem) {
 	if it.msg != nil && s.cut[it.conv] {
 		return
 	}
-	select {
-	case s.out <- it:
+	if len(s.queue) < s.srv.cfg.SessionQueue {
+		s.queue = append(s.queue, it)
+		if held != nil && !s.writing && len(s.queue) < s.srv.cfg.SessionQueue/2 {
+			held[s] = struct{}{}
+			return
+		}
 		s.startWriterLocked()
 		return
-	default:
 	}
 	s.srv.metrics.SlowCuts.Inc()
 	if it.msg == nil {
@@ -255,20 +283,18 @@ func (s *session) enqueue(it *outItem) {
 }
 
 func (s *session) writeLoop() {
-	items := make([]*outItem, 0, 64)
+	var items []*outItem
 	for {
-		items = s.drain(items[:0])
+		items = s.drain(items)
 		if len(items) == 0 {
 			if s.ctx.Err() != nil || !s.resume() || s.idle() {
 				return
 			}
 			continue
 		}
-		for _, data := range coalesce(items) {
-			if err := s.write(data); err != nil {
-				s.close(websocket.StatusGoingAway, "write failed")
-				return
-			}
+		if err := s.writeRound(coalesce(items)); err != nil {
+			s.close(websocket.StatusGoingAway, "write failed")
+			return
 		}
 		if !s.resume() {
 			return
@@ -276,18 +302,17 @@ func (s *session) writeLoop() {
 	}
 }
 
-// maxDrain bounds the frames taken from the queue per round.
-const maxDrain = 512
-
-// drain takes what is queued, without waiting.
-func (s *session) drain(items []*outItem) []*outItem {
-	for len(items) < maxDrain {
-		select {
-		case it := <-s.out:
-			items = append(items, it)
-		default:
-			return items
-		}
+// drain takes everything queued, without waiting, and gives the queue the
+// writer's previous (emptied) slice to fill meanwhile.
+func (s *session) drain(prev []*outItem) []*outItem {
+	clear(prev)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	items := s.queue
+	s.queue = prev[:0]
+	if s.room != nil {
+		close(s.room)
+		s.room = nil
 	}
 	return items
 }
@@ -341,9 +366,10 @@ func coalesce(items []*outItem) [][]byte {
 func (s *session) idle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.out) > 0 || len(s.cut) > 0 {
+	if len(s.queue) > 0 || len(s.cut) > 0 {
 		return false
 	}
+	s.queue = nil
 	s.writing = false
 	return true
 }
@@ -357,7 +383,7 @@ func (s *session) resume() bool {
 		s.close(websocket.StatusTryAgainLater, "too slow: reconnect and sync")
 		return false
 	}
-	if len(s.cut) == 0 || len(s.out) > cap(s.out)/2 {
+	if len(s.cut) == 0 || len(s.queue) > s.srv.cfg.SessionQueue/2 {
 		s.mu.Unlock()
 		return true
 	}
@@ -372,6 +398,28 @@ func (s *session) resume() bool {
 		}
 	}
 	return true
+}
+
+// writeRound writes the frames of one drained round corked, so that they
+// leave in one write call (or a few, for large rounds).
+func (s *session) writeRound(frames [][]byte) error {
+	ctx, cancel := context.WithTimeout(s.ctx, s.srv.cfg.WriteTimeout)
+	defer cancel()
+	s.wire.cork()
+	n := 0
+	for _, b := range frames {
+		if err := s.conn.Write(ctx, websocket.MessageText, b); err != nil {
+			s.wire.uncork(s.srv.cfg.WriteTimeout)
+			return err
+		}
+		n += len(b)
+	}
+	if err := s.wire.uncork(s.srv.cfg.WriteTimeout); err != nil {
+		return err
+	}
+	s.srv.metrics.Frames.Add(float64(len(frames)))
+	s.srv.metrics.Bytes.Add(float64(n))
+	return nil
 }
 
 func (s *session) write(b []byte) error {

@@ -15,18 +15,30 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	// Read before the upgrade: a failure is then a plain HTTP error, and the
+	// database's deep stack stays on this short-lived goroutine.
+	v, err := s.chat.MaxVersion(r.Context(), u.ID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	opts := &websocket.AcceptOptions{OriginPatterns: s.cfg.AllowedOrigins}
 	for _, o := range s.cfg.AllowedOrigins {
 		if o == "*" {
 			opts.InsecureSkipVerify = true
 		}
 	}
-	conn, err := websocket.Accept(w, r, opts)
+	ww := &wireWriter{ResponseWriter: w}
+	conn, err := websocket.Accept(ww, r, opts)
 	if err != nil {
 		// Accept has answered the client (e.g. 403 for a foreign origin).
 		s.log.Debug("websocket upgrade", "err", err)
 		return
 	}
 	conn.SetReadLimit(s.cfg.MaxFrameBytes)
-	newSession(s, conn, u, tokenID(tok)).run()
+	// The session gets a goroutine of its own and this one returns: the
+	// HTTP server then lets go of the request and its buffers, and the
+	// session's stack starts small instead of keeping what the handshake
+	// grew it to.
+	go newSession(s, conn, ww.wire, u, tokenID(tok)).run(v)
 }

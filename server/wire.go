@@ -1,0 +1,123 @@
+package server
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// wire is a session's TCP connection under the WebSocket library. While it
+// is corked, writes are gathered in memory, so that the frames of one
+// drained run leave in one write system call instead of one each: under
+// load the calls, not the bytes, are what costs.
+type wire struct {
+	net.Conn
+	// mu serializes every write to the socket, so a frame that the library
+	// writes from another goroutine (a pong, a close) while the session's
+	// writer flushes can never land inside the flushed bytes.
+	mu     sync.Mutex
+	corked bool
+	buf    *[]byte
+}
+
+// wireFlushAt bounds what a cork gathers before it is written anyway.
+const wireFlushAt = 64 << 10
+
+// wireBufs holds gather buffers between flushes, so that an idle session
+// keeps none.
+var wireBufs = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+
+func (w *wire) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.corked {
+		return w.Conn.Write(p)
+	}
+	*w.buf = append(*w.buf, p...)
+	if len(*w.buf) >= wireFlushAt {
+		if err := w.flushLocked(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// cork gathers the following writes until uncork.
+func (w *wire) cork() {
+	w.mu.Lock()
+	w.corked = true
+	if w.buf == nil {
+		w.buf = wireBufs.Get().(*[]byte)
+	}
+	w.mu.Unlock()
+}
+
+// uncork writes what was gathered, giving up after timeout.
+func (w *wire) uncork(timeout time.Duration) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.corked = false
+	if w.buf == nil {
+		return nil
+	}
+	w.Conn.SetWriteDeadline(time.Now().Add(timeout))
+	err := w.flushLocked()
+	// Later writes (pongs, close frames) are bounded by the library's own
+	// context timeouts; a stale deadline would fail them.
+	w.Conn.SetWriteDeadline(time.Time{})
+	if cap(*w.buf) <= wireFlushAt*2 {
+		*w.buf = (*w.buf)[:0]
+		wireBufs.Put(w.buf)
+	}
+	w.buf = nil
+	return err
+}
+
+func (w *wire) flushLocked() error {
+	b := *w.buf
+	*w.buf = b[:0]
+	for len(b) > 0 {
+		n, err := w.Conn.Write(b)
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// wireWriter hands the WebSocket library a wire instead of the bare
+// connection when it hijacks the HTTP connection. It also trades the HTTP
+// server's 4 KiB buffers for smaller ones: writes are gathered by the wire
+// and client frames are small, while every idle session would keep the
+// larger buffers for its whole life.
+type wireWriter struct {
+	http.ResponseWriter
+	wire *wire
+}
+
+// Buffer sizes of a hijacked connection. The read buffer still takes
+// several pipelined send frames per system call; the write buffer only
+// needs to hold a frame header and a control frame (at most 127 bytes),
+// since larger writes go straight through to the wire.
+const (
+	wireReadBuffer  = 1 << 10
+	wireWriteBuffer = 256
+)
+
+func (ww *wireWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(ww.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	ww.wire = &wire{Conn: conn}
+	r := brw.Reader
+	// Bytes the client sent right behind its handshake are in the HTTP
+	// server's buffer; keep that buffer then.
+	if r.Buffered() == 0 {
+		r = bufio.NewReaderSize(ww.wire, wireReadBuffer)
+	}
+	return ww.wire, bufio.NewReadWriter(r, bufio.NewWriterSize(ww.wire, wireWriteBuffer)), nil
+}
