@@ -31,26 +31,24 @@ type clientFrame struct {
 	Limit       *int    `json:"limit"`
 }
 
-// frameHead is decoded first, leniently, so that an error reply can echo
-// req even when the rest of the frame is malformed.
-type frameHead struct {
-	Req json.RawMessage `json:"req"`
-}
-
-// decodeFrame parses and checks a client frame. On error it still returns
-// the req it could read, for the error reply.
+// decodeFrame parses and checks a client frame, one JSON object. On error
+// it still returns the req it could read, for the error reply.
 func decodeFrame(data []byte) (clientFrame, error) {
-	var f clientFrame
-	var head frameHead
-	if json.Unmarshal(data, &head) == nil && len(head.Req) > 0 {
-		_ = json.Unmarshal(head.Req, &f.Req)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&f); err != nil {
-		return f, chat.Errorf(chat.EBadRequest, "invalid frame: %v", err)
-	}
-	if dec.More() {
-		return f, chat.Errorf(chat.EBadRequest, "invalid frame: one JSON object per frame")
+	f, ok := scanFrame(data)
+	if !ok {
+		f = clientFrame{}
+		if err := json.Unmarshal(data, &f); err != nil {
+			// A field of the wrong type does not stop the others from
+			// being decoded; with more than one object, req is the first
+			// one's.
+			req := f.Req
+			if req == "" {
+				var first clientFrame
+				_ = json.NewDecoder(bytes.NewReader(data)).Decode(&first)
+				req = first.Req
+			}
+			return clientFrame{Req: req}, chat.Errorf(chat.EBadRequest, "invalid frame: %v", err)
+		}
 	}
 	if err := f.check(); err != nil {
 		return f, err

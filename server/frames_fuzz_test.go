@@ -1,6 +1,8 @@
 package server
 
 import (
+	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/imserver/imserver/chat"
@@ -55,4 +57,58 @@ func FuzzDecodeFrame(f *testing.F) {
 			t.Fatalf("accepted unknown type %q", fr.Type)
 		}
 	})
+}
+
+// FuzzScanFrame holds the fast frame scanner to encoding/json: whenever it
+// takes a frame, the result must be what json.Unmarshal makes of it.
+func FuzzScanFrame(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"send","req":"1","conv":"c","client_msg_id":"m","body":"hi","kind":"text"}`,
+		`{"type":"sync","req":"r","conv":"c","after_seq":0,"limit":10}`,
+		`{"type":"ack","conv":"c","seq":-0}`,
+		` { "type" : "read" , "conv":"c", "seq": 12 } `,
+		`{"type":"send","body":null,"seq":null,"limit":null}`,
+		`{"type":"send","body":"a","body":null}`,
+		`{"x":{"a":[1,"}",{"b":"\""}]},"type":"ping","y":[],"z":true,"w":1.5e3}`,
+		`{"Type":"ping"}`,
+		`{"ſeq":1}`,
+		`{"type":"\u0070ing"}`,
+		`{"seq":1.0}`,
+		`{"limit":99999999999999999999}`,
+		`{"body":"\xff"}`,
+		`{"type":5}`,
+		`null`,
+		`{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := scanFrame(data)
+		if !ok {
+			return
+		}
+		var want clientFrame
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("scanned %q, which encoding/json rejects: %v", data, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("scanned %q as %+v, encoding/json: %+v", data, got, want)
+		}
+	})
+}
+
+// TestScanFrameTakesCommonFrames keeps the fast path in use for the frames
+// clients send all the time.
+func TestScanFrameTakesCommonFrames(t *testing.T) {
+	for _, s := range []string{
+		`{"type":"send","req":"1","conv":"c_1","client_msg_id":"m-1","body":"héllo","kind":"text"}`,
+		`{"type":"ack","conv":"c_1","seq":42}`,
+		`{"type":"read","req":"r","conv":"c_1","seq":42}`,
+		`{"type":"sync","req":"s","conv":"c_1","after_seq":0,"limit":100}`,
+		`{"type":"ping","req":"p","extension":{"a":[1,2]}}`,
+	} {
+		if _, ok := scanFrame([]byte(s)); !ok {
+			t.Errorf("scanFrame left %s to encoding/json", s)
+		}
+	}
 }

@@ -56,10 +56,14 @@ type session struct {
 	closed   bool
 	writing  bool // a writeLoop goroutine is running
 
-	inflight chan struct{} // bounds pipelined sends
+	inflight chan struct{} // bounds pipelined sends and queued requests
 	sendMu   sync.Mutex
 	sends    []pendingSend
 	waiting  bool
+
+	taskMu  sync.Mutex
+	tasks   []func() // requests for the worker, in order
+	working bool     // a work goroutine is running
 }
 
 type pendingSend struct {
@@ -133,26 +137,74 @@ func (s *session) handle(f *clientFrame) {
 		})
 		s.pipeline(pendingSend{req: f.Req, wait: wait})
 	case frameAck:
-		if err := s.srv.chat.Ack(ctx, s.user.ID, f.Conv, *f.Seq); err != nil {
-			s.reply(errorFrameOf(f.Req, err))
-		}
+		req, conv, seq := f.Req, f.Conv, *f.Seq
+		s.later(func() {
+			if err := s.srv.chat.Ack(ctx, s.user.ID, conv, seq); err != nil {
+				s.reply(errorFrameOf(req, err))
+			}
+		})
 	case frameRead:
-		if err := s.srv.chat.Read(ctx, s.user.ID, s.id, f.Conv, *f.Seq); err != nil {
-			s.reply(errorFrameOf(f.Req, err))
-		}
+		req, conv, seq := f.Req, f.Conv, *f.Seq
+		s.later(func() {
+			if err := s.srv.chat.Read(ctx, s.user.ID, s.id, conv, seq); err != nil {
+				s.reply(errorFrameOf(req, err))
+			}
+		})
 	case frameSync:
+		req, conv := f.Req, f.Conv
 		q := chat.PageQuery{After: *f.AfterSeq}
 		if f.Limit != nil {
 			q.Limit = *f.Limit
 		}
-		p, err := s.srv.chat.Messages(ctx, s.user.ID, f.Conv, q)
-		if err != nil {
-			s.reply(errorFrameOf(f.Req, err))
-			return
-		}
-		s.reply(messagesFrame{Type: "messages", Req: f.Req, Conv: f.Conv, Messages: p.Messages, MaxSeq: p.MaxSeq, Completed: p.Completed})
+		s.later(func() {
+			p, err := s.srv.chat.Messages(ctx, s.user.ID, conv, q)
+			if err != nil {
+				s.reply(errorFrameOf(req, err))
+				return
+			}
+			s.reply(messagesFrame{Type: "messages", Req: req, Conv: conv, Messages: p.Messages, MaxSeq: p.MaxSeq, Completed: p.Completed})
+		})
 	case framePing:
 		s.reply(pongFrame{Type: "pong", Req: f.Req})
+	}
+}
+
+// later runs a request that may reach the database (ack, read, sync) on a
+// worker goroutine, started on demand, which takes them in order and ends
+// when none is left. The reader goes on reading meanwhile, and its stack,
+// which every idle session keeps, does not grow to the database's depth.
+// Queued requests share the bound of pipelined sends.
+func (s *session) later(fn func()) {
+	select {
+	case s.inflight <- struct{}{}:
+	case <-s.ctx.Done():
+		return
+	}
+	s.taskMu.Lock()
+	s.tasks = append(s.tasks, fn)
+	start := !s.working
+	s.working = true
+	s.taskMu.Unlock()
+	if start {
+		go s.work()
+	}
+}
+
+func (s *session) work() {
+	for {
+		s.taskMu.Lock()
+		if len(s.tasks) == 0 {
+			s.working = false
+			s.tasks = nil
+			s.taskMu.Unlock()
+			return
+		}
+		fn := s.tasks[0]
+		s.tasks[0] = nil
+		s.tasks = s.tasks[1:]
+		s.taskMu.Unlock()
+		fn()
+		<-s.inflight
 	}
 }
 
