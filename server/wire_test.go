@@ -1,0 +1,104 @@
+package server
+
+import (
+	"bytes"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// recordConn is a net.Conn that keeps each Write call apart.
+type recordConn struct {
+	net.Conn
+	mu     sync.Mutex
+	writes [][]byte
+}
+
+func (c *recordConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes = append(c.writes, append([]byte(nil), p...))
+	return len(p), nil
+}
+
+func (c *recordConn) SetWriteDeadline(time.Time) error { return nil }
+
+func TestWireCorkGathersWrites(t *testing.T) {
+	rc := &recordConn{}
+	w := &wire{Conn: rc}
+	w.Write([]byte("a"))
+	w.cork()
+	w.Write([]byte("bb"))
+	w.Write([]byte("ccc"))
+	if got := len(rc.writes); got != 1 {
+		t.Fatalf("corked writes reached the socket: %d calls", got)
+	}
+	if err := w.uncork(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("d"))
+	want := []string{"a", "bbccc", "d"}
+	if len(rc.writes) != len(want) {
+		t.Fatalf("writes = %q, want %q", rc.writes, want)
+	}
+	for i := range want {
+		if string(rc.writes[i]) != want[i] {
+			t.Fatalf("writes = %q, want %q", rc.writes, want)
+		}
+	}
+}
+
+// A write from another goroutine (the library's pong) lands whole, before
+// or after a flush, never inside it.
+func TestWireConcurrentWritesStayWhole(t *testing.T) {
+	rc := &recordConn{}
+	w := &wire{Conn: rc}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 1000; i++ {
+			w.Write([]byte("<pong>"))
+		}
+	}()
+	for i := 0; i < 1000; i++ {
+		w.cork()
+		w.Write([]byte("[1"))
+		w.Write([]byte("2]"))
+		w.uncork(time.Second)
+	}
+	wg.Wait()
+	all := bytes.Join(rc.writes, nil)
+	rest := all
+	for len(rest) > 0 {
+		switch {
+		case bytes.HasPrefix(rest, []byte("<pong>")):
+			rest = rest[len("<pong>"):]
+		case bytes.HasPrefix(rest, []byte("[12]")):
+			rest = rest[len("[12]"):]
+		default:
+			t.Fatalf("interleaved bytes: %q", rest[:min(len(rest), 20)])
+		}
+	}
+	if n := bytes.Count(all, []byte("<pong>")); n != 1000 {
+		t.Fatalf("%d pongs, want 1000", n)
+	}
+}
+
+func TestWireFlushesLargeCork(t *testing.T) {
+	rc := &recordConn{}
+	w := &wire{Conn: rc}
+	w.cork()
+	chunk := bytes.Repeat([]byte("x"), 1000)
+	for i := 0; i < 100; i++ {
+		w.Write(chunk)
+	}
+	if len(rc.writes) == 0 {
+		t.Fatal("100 KB gathered without a write")
+	}
+	w.uncork(time.Second)
+	if n := len(bytes.Join(rc.writes, nil)); n != 100*1000 {
+		t.Fatalf("%d bytes written, want %d", n, 100*1000)
+	}
+}
