@@ -180,12 +180,12 @@ func encodeEvent(ev *chat.Event) (frame, msg []byte, err error) {
 	var v any
 	switch ev.Type {
 	case chat.EventMessage:
-		if msg, err = json.Marshal(ev.Message); err != nil {
-			return nil, nil, err
-		}
-		frame = make([]byte, 0, len(msg)+30)
+		// msg is a slice of the frame: batch frames copy it from there.
+		frame = make([]byte, 0, 120+len(ev.Message.Body)+len(ev.Message.ClientMsgID))
 		frame = append(frame, `{"type":"msg","message":`...)
-		frame = append(frame, msg...)
+		head := len(frame)
+		frame = appendMessage(frame, ev.Message)
+		msg = frame[head:len(frame):len(frame)]
 		frame = append(frame, '}')
 		return frame, msg, nil
 	case chat.EventRead:

@@ -112,3 +112,27 @@ func TestScanFrameTakesCommonFrames(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAppendMessage holds the hand-written encoders to encoding/json, byte
+// for byte.
+func FuzzAppendMessage(f *testing.F) {
+	f.Add("c_1", int64(7), "u_1", "m-1", "text", "hello", int64(1700000000000), "r1", false)
+	f.Add("c", int64(-1), "", "<&>", "system", "héllo \"quoted\" \\ \n\t\u2028 \xff", int64(0), "", true)
+	f.Fuzz(func(t *testing.T, conv string, seq int64, from, id, kind, body string, ts int64, req string, dup bool) {
+		m := chat.Message{Conv: conv, Seq: seq, From: from, ClientMsgID: id, Kind: kind, Body: body, TS: ts}
+		want, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendMessage(nil, &m); string(got) != string(want) {
+			t.Fatalf("appendMessage = %s, want %s", got, want)
+		}
+		want, err = json.Marshal(sentFrame{Type: "sent", Req: req, Message: m, Duplicate: dup})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sentReply(req, &m, dup); string(got) != string(want) {
+			t.Fatalf("sentReply = %s, want %s", got, want)
+		}
+	})
+}

@@ -243,7 +243,7 @@ func (s *session) waitSends() {
 			s.reply(errorFrameOf(p.req, err))
 			continue
 		}
-		s.reply(sentFrame{Type: "sent", Req: p.req, Message: m, Duplicate: dup})
+		s.replyFrame(sentReply(p.req, &m, dup))
 	}
 }
 
@@ -256,6 +256,11 @@ func (s *session) reply(v any) {
 		s.srv.log.Error("encoding reply", "err", err)
 		return
 	}
+	s.replyFrame(b)
+}
+
+// replyFrame queues an encoded answer, as reply does.
+func (s *session) replyFrame(b []byte) {
 	it := &outItem{frame: b, reply: true}
 	for {
 		s.mu.Lock()
