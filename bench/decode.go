@@ -1,37 +1,64 @@
 package bench
 
 import (
+	"encoding/binary"
 	"encoding/json"
-	"strconv"
+	"math"
 )
 
 // frame is a decoded server → client frame, reduced to what the bench reads.
+//
+// Every delivery is decoded, so decoding must not allocate per message: the
+// byte slices of a frame (and of its messages) point into the bytes it was
+// decoded from, and the storage behind Message and Messages is reused by the
+// next decodeFrame into the same frame. A frame is therefore only valid
+// until the next frame is read; nothing may keep its slices (copy them, e.g.
+// with string(), to keep them).
 type frame struct {
-	Type         string
-	Req          string
-	Conv         string
-	Message      *wireMessage // msg, sent
-	Messages     []wireMessage
+	Type         string // interned: the types the bench knows cost no allocation
+	Req          []byte
+	Conv         []byte
+	Message      *message  // msg, sent
+	Messages     []message // batch, messages; nil when absent
 	Duplicate    bool
 	MaxSeq       int64
 	Completed    *bool
 	Code         string
 	RetryAfterMS int64
 	Active       bool
+
+	// Storage reused from one frame to the next.
+	msg       message
+	msgs      []message
+	completed bool
 }
 
-// decodeFrame parses a frame. The load generator shares the machine with the
-// server, and reflection-based decoding of every delivery was a third of its
-// CPU; so the common shapes go through a small hand-written scanner, and
-// anything it does not handle (escapes, floats where ints belong, other
-// surprises) falls back to encoding/json, which also yields the error.
-func decodeFrame(b []byte) (frame, error) {
-	var f frame
+// message is PROTOCOL.md's message object as the bench checks it: the fields
+// it reads, as views into the frame (see frame).
+type message struct {
+	Conv        []byte
+	Seq         int64
+	From        []byte
+	ClientMsgID []byte
+	Body        []byte
+}
+
+// decodeFrame parses b into f, reusing f's storage. The common shapes go
+// through a small hand-written scanner (reflection-based decoding of every
+// delivery was a third of the bench's CPU); anything it does not handle
+// (escapes, floats where ints belong, other surprises) falls back to
+// encoding/json, which also yields the error.
+func decodeFrame(b []byte, f *frame) error {
+	f.reset()
 	sc := scanner{b: b}
-	if sc.frame(&f) {
-		return f, nil
+	if sc.frame(f) {
+		return nil
 	}
-	return decodeFrameJSON(b)
+	return decodeFrameJSON(b, f)
+}
+
+func (f *frame) reset() {
+	*f = frame{msgs: f.msgs[:0]}
 }
 
 // inFrame is the encoding/json shape of a frame. `message` is an object in
@@ -50,21 +77,86 @@ type inFrame struct {
 	Active       bool            `json:"active"`
 }
 
-func decodeFrameJSON(b []byte) (frame, error) {
+// decodeFrameJSON is the slow path: encoding/json, then copies into f.
+func decodeFrameJSON(b []byte, f *frame) error {
+	f.reset()
 	var in inFrame
 	if err := json.Unmarshal(b, &in); err != nil {
-		return frame{}, err
+		return err
 	}
-	f := frame{Type: in.Type, Req: in.Req, Conv: in.Conv, Messages: in.Messages, Duplicate: in.Duplicate,
-		MaxSeq: in.MaxSeq, Completed: in.Completed, Code: in.Code, RetryAfterMS: in.RetryAfterMS, Active: in.Active}
+	f.Type, f.Req, f.Conv = in.Type, []byte(in.Req), []byte(in.Conv)
+	f.Duplicate, f.MaxSeq, f.Completed = in.Duplicate, in.MaxSeq, in.Completed
+	f.Code, f.RetryAfterMS, f.Active = in.Code, in.RetryAfterMS, in.Active
+	if in.Messages != nil {
+		f.Messages = make([]message, len(in.Messages))
+		for i := range in.Messages {
+			f.Messages[i] = in.Messages[i].view()
+		}
+	}
 	if len(in.Message) > 0 && in.Message[0] == '{' {
 		var m wireMessage
 		if err := json.Unmarshal(in.Message, &m); err != nil {
-			return frame{}, err
+			return err
 		}
-		f.Message = &m
+		f.msg = m.view()
+		f.Message = &f.msg
 	}
-	return f, nil
+	return nil
+}
+
+// internType returns the frame types the bench knows as constants, so that
+// reading the type of a frame allocates nothing.
+func internType(b []byte) string {
+	switch string(b) {
+	case "msg":
+		return "msg"
+	case "batch":
+		return "batch"
+	case "sent":
+		return "sent"
+	case "messages":
+		return "messages"
+	case "resync":
+		return "resync"
+	case "error":
+		return "error"
+	case "storm":
+		return "storm"
+	case "hello":
+		return "hello"
+	case "pong":
+		return "pong"
+	case "read":
+		return "read"
+	case "receipt":
+		return "receipt"
+	case "conversation":
+		return "conversation"
+	}
+	return string(b)
+}
+
+// parseInt reads a JSON integer (an optional '-' and digits, no leading
+// zeros) without allocating; false on anything else, or on overflow.
+func parseInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 1 && b[0] == '0' {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' || n > (math.MaxInt64-9)/10 {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	if neg {
+		return -int64(n), true
+	}
+	return int64(n), true
 }
 
 // scanner reads the JSON subset the fast path accepts. Every method returns
@@ -86,6 +178,9 @@ func (s *scanner) ws() {
 }
 
 func (s *scanner) peek() byte {
+	if s.i < len(s.b) && s.b[s.i] > ' ' {
+		return s.b[s.i] // no whitespace: the server's compact JSON
+	}
 	s.ws()
 	if s.i < len(s.b) {
 		return s.b[s.i]
@@ -101,12 +196,17 @@ func (s *scanner) eat(c byte) bool {
 	return false
 }
 
-// rawString returns the bytes of a string without escapes.
+// rawString returns the bytes of a string without escapes (a view into s.b).
 func (s *scanner) rawString() ([]byte, bool) {
 	if !s.eat('"') {
 		return nil, false
 	}
 	start := s.i
+	// Message bodies make most of the bytes: look at 8 at a time for one
+	// that ends the fast path's string ('"', '\\' or a control character).
+	for s.i+8 <= len(s.b) && !stringStop(binary.LittleEndian.Uint64(s.b[s.i:])) {
+		s.i += 8
+	}
 	for s.i < len(s.b) {
 		switch c := s.b[s.i]; {
 		case c == '"':
@@ -120,9 +220,14 @@ func (s *scanner) rawString() ([]byte, bool) {
 	return nil, false
 }
 
-func (s *scanner) str() (string, bool) {
-	b, ok := s.rawString()
-	return string(b), ok
+// stringStop reports whether one of the 8 bytes in v is '"', '\\' or below
+// 0x20 (the bit tricks of "Bit Twiddling Hacks": a byte of x is zero, or below
+// n, where (x - n*lo) & ^x & hi has its top bit set; exact as a whole).
+func stringStop(v uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	quote := v ^ (lo * '"')
+	backslash := v ^ (lo * '\\')
+	return ((quote-lo)&^quote|(backslash-lo)&^backslash|(v-lo*0x20)&^v)&hi != 0
 }
 
 func (s *scanner) int() (int64, bool) {
@@ -136,8 +241,7 @@ func (s *scanner) int() (int64, bool) {
 			return 0, false
 		}
 	}
-	n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
-	return n, err == nil
+	return parseInt(s.b[start:s.i])
 }
 
 func (s *scanner) literal(word string) bool {
@@ -222,20 +326,20 @@ func (s *scanner) object(field func(key []byte) bool) bool {
 	}
 }
 
-func (s *scanner) message(m *wireMessage) bool {
+func (s *scanner) message(m *message) bool {
 	return s.object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "conv":
-			m.Conv, ok = s.str()
+			m.Conv, ok = s.rawString()
 		case "seq":
 			m.Seq, ok = s.int()
 		case "from":
-			m.From, ok = s.str()
+			m.From, ok = s.rawString()
 		case "client_msg_id":
-			m.ClientMsgID, ok = s.str()
+			m.ClientMsgID, ok = s.rawString()
 		case "body":
-			m.Body, ok = s.str()
+			m.Body, ok = s.rawString()
 		default:
 			ok = s.skip()
 		}
@@ -243,43 +347,57 @@ func (s *scanner) message(m *wireMessage) bool {
 	})
 }
 
+// messages reads an array of message objects, appending to msgs.
+func (s *scanner) messages(msgs []message) ([]message, bool) {
+	if !s.eat('[') {
+		return msgs, false
+	}
+	if s.eat(']') {
+		return msgs, true
+	}
+	for {
+		msgs = append(msgs, message{})
+		if !s.message(&msgs[len(msgs)-1]) {
+			return msgs, false
+		}
+		if s.eat(']') {
+			return msgs, true
+		}
+		if !s.eat(',') {
+			return msgs, false
+		}
+	}
+}
+
 func (s *scanner) frame(f *frame) bool {
 	ok := s.object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "type":
-			f.Type, ok = s.str()
+			var t []byte
+			if t, ok = s.rawString(); ok {
+				f.Type = internType(t)
+			}
 		case "req":
 			if s.peek() != '"' {
 				return s.skip()
 			}
-			f.Req, ok = s.str()
+			f.Req, ok = s.rawString()
 		case "conv":
-			f.Conv, ok = s.str()
+			f.Conv, ok = s.rawString()
 		case "message":
 			if s.peek() != '{' {
 				return s.skip() // an error frame's text
 			}
-			f.Message = new(wireMessage)
+			f.msg = message{}
+			f.Message = &f.msg
 			ok = s.message(f.Message)
 		case "messages":
-			if !s.eat('[') {
-				return false
-			}
-			f.Messages = []wireMessage{}
-			if s.eat(']') {
-				return true
-			}
-			for {
-				f.Messages = append(f.Messages, wireMessage{})
-				if !s.message(&f.Messages[len(f.Messages)-1]) {
-					return false
-				}
-				if s.eat(']') {
-					return true
-				}
-				if !s.eat(',') {
-					return false
+			f.msgs, ok = s.messages(f.msgs[:0])
+			if ok {
+				f.Messages = f.msgs
+				if f.Messages == nil {
+					f.Messages = []message{} // present and empty: not nil
 				}
 			}
 		case "duplicate":
@@ -287,12 +405,14 @@ func (s *scanner) frame(f *frame) bool {
 		case "max_seq":
 			f.MaxSeq, ok = s.int()
 		case "completed":
-			var c bool
-			if c, ok = s.bool(); ok {
-				f.Completed = &c
+			if f.completed, ok = s.bool(); ok {
+				f.Completed = &f.completed
 			}
 		case "code":
-			f.Code, ok = s.str()
+			var c []byte
+			if c, ok = s.rawString(); ok {
+				f.Code = string(c)
+			}
 		case "retry_after_ms":
 			f.RetryAfterMS, ok = s.int()
 		case "active":

@@ -1,13 +1,14 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
-	"strings"
 	"time"
 )
 
-// wireMessage is PROTOCOL.md's message object, reduced to what the bench reads.
+// wireMessage is PROTOCOL.md's message object as encoding/json decodes it
+// (HTTP pages, the fallback decoder), reduced to what the bench reads.
 type wireMessage struct {
 	Conv        string `json:"conv"`
 	Seq         int64  `json:"seq"`
@@ -16,52 +17,64 @@ type wireMessage struct {
 	Body        string `json:"body"`
 }
 
+// view is m in the form the checks read (it copies: slow paths only).
+func (m *wireMessage) view() message {
+	return message{Conv: []byte(m.Conv), Seq: m.Seq, From: []byte(m.From), ClientMsgID: []byte(m.ClientMsgID), Body: []byte(m.Body)}
+}
+
 // The bench puts the send time in the body so that the latency of every
 // delivery can be measured without a shared map: "bench:<ns since the run's
 // epoch>:" followed by padding up to --body-size.
 const bodyPrefix = "bench:"
 
-func makeBody(sent time.Duration, size int) string {
-	var b strings.Builder
-	b.Grow(max(size, 32))
-	b.WriteString(bodyPrefix)
-	b.WriteString(strconv.FormatInt(int64(sent), 10))
-	b.WriteByte(':')
-	for b.Len() < size {
-		b.WriteByte('x')
+// appendBody appends the body of a message sent at sent. It holds only
+// letters, digits and ':', so it needs no escaping inside a JSON string.
+func appendBody(b []byte, sent time.Duration, size int) []byte {
+	start := len(b)
+	b = append(b, bodyPrefix...)
+	b = strconv.AppendInt(b, int64(sent), 10)
+	b = append(b, ':')
+	for len(b)-start < size {
+		b = append(b, 'x')
 	}
-	return b.String()
+	return b
 }
 
-// bodySentAt returns the send time written by makeBody.
-func bodySentAt(body string) (time.Duration, bool) {
-	if !strings.HasPrefix(body, bodyPrefix) {
+// bodySentAt returns the send time written by appendBody.
+func bodySentAt(body []byte) (time.Duration, bool) {
+	rest, ok := bytes.CutPrefix(body, []byte(bodyPrefix))
+	if !ok {
 		return 0, false
 	}
-	rest := body[len(bodyPrefix):]
-	end := strings.IndexByte(rest, ':')
+	end := bytes.IndexByte(rest, ':')
 	if end < 0 {
 		return 0, false
 	}
-	ns, err := strconv.ParseInt(rest[:end], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return time.Duration(ns), true
+	ns, ok := parseInt(rest[:end])
+	return time.Duration(ns), ok
 }
 
-// appendSendFrame writes a `send` frame. Ids and bodies made by the bench are
-// plain ASCII, but the conversation id is the server's and is quoted properly.
-func appendSendFrame(b []byte, convJSON []byte, cmid, body string) []byte {
-	b = append(b, `{"type":"send","req":`...)
-	b = strconv.AppendQuote(b, cmid)
-	b = append(b, `,"conv":`...)
+// appendCmid appends the client_msg_id of a session's n-th send: its
+// prefix ("<session id>-", see session.cmidPrefix) and n.
+func appendCmid(b []byte, prefix string, n int) []byte {
+	return strconv.AppendInt(append(b, prefix...), int64(n), 10)
+}
+
+// appendSendFrame writes the `send` frame of a session's n-th message, sent
+// at sent; the same arguments give the same bytes, so a retry rebuilds its
+// frame. The client_msg_id (also the req) and the body are plain ASCII made
+// by the bench and need no escaping; the conversation id is the server's and
+// comes quoted (convJSON).
+func appendSendFrame(b []byte, convJSON []byte, cmidPrefix string, n int, sent time.Duration, bodySize int) []byte {
+	b = append(b, `{"type":"send","req":"`...)
+	b = appendCmid(b, cmidPrefix, n)
+	b = append(b, `","conv":`...)
 	b = append(b, convJSON...)
-	b = append(b, `,"client_msg_id":`...)
-	b = strconv.AppendQuote(b, cmid)
-	b = append(b, `,"body":`...)
-	b = strconv.AppendQuote(b, body)
-	return append(b, '}')
+	b = append(b, `,"client_msg_id":"`...)
+	b = appendCmid(b, cmidPrefix, n)
+	b = append(b, `","body":"`...)
+	b = appendBody(b, sent, bodySize)
+	return append(b, `"}`...)
 }
 
 func quoteJSON(s string) []byte {

@@ -8,7 +8,7 @@ import (
 
 func TestBodyCarriesSendTime(t *testing.T) {
 	at := 1234567 * time.Microsecond
-	b := makeBody(at, 100)
+	b := appendBody(nil, at, 100)
 	if len(b) != 100 {
 		t.Errorf("body length %d, want 100", len(b))
 	}
@@ -16,13 +16,13 @@ func TestBodyCarriesSendTime(t *testing.T) {
 	if !ok || got != at {
 		t.Errorf("bodySentAt = %v, %v; want %v, true", got, ok, at)
 	}
-	if _, ok := bodySentAt("hello"); ok {
+	if _, ok := bodySentAt([]byte("hello")); ok {
 		t.Error("a foreign body parsed as a bench body")
 	}
 }
 
 func TestSendFrameIsJSON(t *testing.T) {
-	b := appendSendFrame(nil, quoteJSON(`c"1\`), "3-7", makeBody(time.Second, 10))
+	b := appendSendFrame(nil, quoteJSON(`c"1\`), "3-", 7, time.Second, 10)
 	var f struct {
 		Type, Req, Conv, Body string
 		ClientMsgID           string `json:"client_msg_id"`
@@ -30,7 +30,7 @@ func TestSendFrameIsJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatalf("%s: %v", b, err)
 	}
-	if f.Type != "send" || f.Req != "3-7" || f.ClientMsgID != "3-7" || f.Conv != `c"1\` {
+	if f.Type != "send" || f.Req != "3-7" || f.ClientMsgID != "3-7" || f.Conv != `c"1\` || f.Body != "bench:1000000000:" {
 		t.Errorf("frame %s decoded as %+v", b, f)
 	}
 }

@@ -75,14 +75,15 @@ func (b bitset) has(i int64) bool {
 
 // recvState is one session's view of one conversation.
 type recvState struct {
-	conv     string
-	convJSON []byte
-	have     bitset // seqs received, live or pulled
-	mine     bitset // seqs this session sent (never delivered to it)
-	own      int    // len(mine)
-	contig   int64  // every seq up to here is held, mine, or known not to exist: where a pull resumes
-	liveLast int64  // last seq on the live path of the current connection
-	acked    int64  // last ack sent
+	conv      string
+	convBytes []byte // conv, for messages that leave out their conv
+	convJSON  []byte
+	have      bitset // seqs received, live or pulled
+	mine      bitset // seqs this session sent (never delivered to it)
+	own       int    // len(mine)
+	contig    int64  // every seq up to here is held, mine, or known not to exist: where a pull resumes
+	liveLast  int64  // last seq on the live path of the current connection
+	acked     int64  // last ack sent
 
 	resynced bool // live delivery was cut at least once
 	syncing  bool // a sync chain is running

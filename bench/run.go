@@ -53,7 +53,7 @@ type stats struct {
 func newRun(name string, o Options, sz Sizes, api *apiClient) *run {
 	return &run{
 		opts: o, sizes: sz, name: name, api: api,
-		wsHTTP:     &http.Client{Transport: api.hc.Transport},
+		wsHTTP:     &http.Client{Transport: newWSTransport()},
 		epoch:      time.Now(),
 		ledger:     newLedger(),
 		deviations: map[string]int{}, sendErrors: map[string]int{}, notes: map[string]int{},
@@ -153,6 +153,9 @@ func (r *run) runSenders(ctx context.Context, p sendPlan) {
 	}, r.stats.confirmed.Load)
 }
 
+// maxSendBatch bounds the sends a sender writes at once.
+const maxSendBatch = 64
+
 func (r *run) sendLoop(ctx context.Context, s *session, n int, p sendPlan, start time.Duration) {
 	if len(s.convList) == 0 {
 		return
@@ -163,7 +166,16 @@ func (r *run) sendLoop(ctx context.Context, s *session, n int, p sendPlan, start
 	}
 	// Spread the senders' phases so paced sends do not arrive in bursts.
 	offset := interval * time.Duration(s.id%max(1, len(p.senders))) / time.Duration(max(1, len(p.senders)))
-	for k := 0; n < 0 || k < n; k++ {
+	// due is when the k-th send is due: open loop, late or not.
+	due := func(k int) time.Duration { return start + offset + time.Duration(k)*interval }
+	pick := func(k int) *recvState {
+		if p.pick != nil {
+			return p.pick(s, k)
+		}
+		return s.convList[k%len(s.convList)]
+	}
+	batch := make([]*recvState, 0, maxSendBatch)
+	for k := 0; n < 0 || k < n; {
 		if ctx.Err() != nil || r.stopping.Load() {
 			return
 		}
@@ -171,20 +183,26 @@ func (r *run) sendLoop(ctx context.Context, s *session, n int, p sendPlan, start
 			return
 		}
 		if interval > 0 {
-			// Open loop: the k-th send is due at a fixed time, late or not.
-			if d := start + offset + time.Duration(k)*interval - r.now(); d > 0 {
+			if d := due(k) - r.now(); d > 0 {
 				time.Sleep(d)
 			}
 		}
-		var st *recvState
-		if p.pick != nil {
-			st = p.pick(s, k)
-		} else {
-			st = s.convList[k%len(s.convList)]
-		}
-		if err := s.send(ctx, st, r.opts.BodySize); err != nil {
+		if err := s.acquire(ctx); err != nil {
 			return
 		}
+		// Every further send that is due and has a free window slot goes
+		// with this one: the same sends at the same moments as one at a
+		// time, in one write.
+		batch = append(batch[:0], pick(k))
+		now := r.now()
+		for len(batch) < maxSendBatch && (n < 0 || k+len(batch) < n) &&
+			(interval == 0 || due(k+len(batch)) <= now) && s.tryAcquire() {
+			batch = append(batch, pick(k+len(batch)))
+		}
+		if err := s.sendBatch(batch, r.opts.BodySize); err != nil {
+			return
+		}
+		k += len(batch)
 	}
 }
 
@@ -267,7 +285,7 @@ func (r *run) drain(ctx context.Context) {
 				continue
 			}
 			if first := r.firstMissingLocked(s, st); first > 0 {
-				s.startSyncFromLocked(ctx, st, first-1)
+				s.startSyncFromLocked(st, first-1)
 				pulled = true
 			}
 		}
@@ -352,6 +370,8 @@ func (r *run) sendErrorCount() int {
 func (r *run) acker(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	var buf []byte
+	var ends []int
 	for {
 		select {
 		case <-ctx.Done():
@@ -359,9 +379,7 @@ func (r *run) acker(ctx context.Context) {
 		case <-t.C:
 		}
 		for _, s := range r.sessions {
-			for _, f := range s.ackFrames() {
-				s.write(ctx, f)
-			}
+			buf, ends = s.sendAcks(buf, ends)
 		}
 	}
 }

@@ -125,15 +125,16 @@ func (r *run) pullHTTP(ctx context.Context, s *session, st *recvState) (after, m
 		now := r.now()
 		s.mu.Lock()
 		last := from
-		for _, m := range p.Messages {
-			if m.Conv == "" {
-				m.Conv = st.conv
+		for i := range p.Messages {
+			m := p.Messages[i].view()
+			if len(m.Conv) == 0 {
+				m.Conv = st.convBytes
 			}
 			if m.Seq <= last {
 				r.stats.orderViolations.Add(1)
 			}
 			last = m.Seq
-			s.deliverLocked(m, false, now)
+			s.deliverLocked(&m, false, now)
 		}
 		s.mu.Unlock()
 		msgs += int64(len(p.Messages))

@@ -1,13 +1,12 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -25,39 +24,40 @@ type session struct {
 	run  *run
 
 	mu        sync.Mutex
-	ctx       context.Context // of the current connection
 	conn      *wsConn
 	convs     map[string]*recvState
 	convList  []*recvState
-	pending   map[string]*pendingSend // by client_msg_id (also the req)
+	pending   map[int]pendingSend // by n of the client_msg_id (also the req)
 	nextCmid  int
 	lastDeliv time.Duration // since run epoch, of the last live delivery
 
-	window chan struct{} // in-flight sends
-}
+	// cmidPrefix starts every client_msg_id of this session: "<id>-", then
+	// the send's number n.
+	cmidPrefix string
 
-type wsConn struct {
-	c      *websocket.Conn
-	closed atomic.Bool // closed on purpose: a read error is not a disconnect
+	window chan struct{} // in-flight sends
+
+	// The sending goroutine's frame buffer, reused from batch to batch.
+	sendBuf  []byte
+	sendEnds []int
 }
 
 type pendingSend struct {
 	st     *recvState
-	frame  []byte
-	sentAt time.Duration
+	sentAt time.Duration // also in the body, so the frame can be rebuilt for a retry
 	tries  int
 }
 
 func newSession(id int, u *benchUser, r *run) *session {
-	return &session{id: id, user: u, run: r, convs: map[string]*recvState{}, pending: map[string]*pendingSend{},
-		window: make(chan struct{}, max(1, r.opts.Inflight))}
+	return &session{id: id, user: u, run: r, convs: map[string]*recvState{}, pending: map[int]pendingSend{},
+		cmidPrefix: strconv.Itoa(id) + "-", window: make(chan struct{}, max(1, r.opts.Inflight))}
 }
 
 func (s *session) addConv(conv string) {
 	if s.convs[conv] != nil {
 		return
 	}
-	st := &recvState{conv: conv, convJSON: quoteJSON(conv)}
+	st := &recvState{conv: conv, convBytes: []byte(conv), convJSON: quoteJSON(conv)}
 	s.convs[conv] = st
 	s.convList = append(s.convList, st)
 }
@@ -74,7 +74,8 @@ func (s *session) online() bool {
 func (s *session) connect(ctx context.Context, pull bool) error {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, resp, err := websocket.Dial(dctx, s.run.api.wsURL(s.user.token), &websocket.DialOptions{HTTPClient: s.run.wsHTTP})
+	var cc *corkConn
+	c, resp, err := websocket.Dial(traceConn(dctx, &cc), s.run.api.wsURL(s.user.token), &websocket.DialOptions{HTTPClient: s.run.wsHTTP})
 	if err != nil {
 		if resp != nil {
 			return fmt.Errorf("GET /api/v1/ws (user %s): status %d: %w", s.user.name, resp.StatusCode, err)
@@ -87,14 +88,14 @@ func (s *session) connect(ctx context.Context, pull bool) error {
 		c.CloseNow()
 		return fmt.Errorf("ws user %s: waiting for hello: %w", s.user.name, err)
 	}
-	f, err := decodeFrame(b)
-	if err != nil || f.Type != "hello" {
+	var f frame
+	if err := decodeFrame(b, &f); err != nil || f.Type != "hello" {
 		c.CloseNow()
 		return fmt.Errorf("ws user %s: first frame is not hello, PROTOCOL.md says the server sends hello on connect: got %s", s.user.name, truncate(b, 200))
 	}
-	wc := &wsConn{c: c}
+	wc := newWSConn(ctx, c, cc)
 	s.mu.Lock()
-	s.conn, s.ctx = wc, ctx
+	s.conn = wc
 	for _, st := range s.convList {
 		// Pulls and the live order belong to a connection.
 		st.liveLast, st.syncing, st.again = 0, false, false
@@ -104,7 +105,7 @@ func (s *session) connect(ctx context.Context, pull bool) error {
 	if pull {
 		s.mu.Lock()
 		for _, st := range s.convList {
-			s.startSyncLocked(ctx, st)
+			s.startSyncLocked(st)
 		}
 		s.mu.Unlock()
 	}
@@ -123,23 +124,36 @@ func (s *session) disconnect() {
 	}
 }
 
-func (s *session) write(ctx context.Context, b []byte) error {
+var errOffline = errors.New("session offline")
+
+// write sends one frame on the current connection.
+func (s *session) write(b []byte) error {
 	s.mu.Lock()
 	wc := s.conn
 	s.mu.Unlock()
 	if wc == nil {
-		return errors.New("session offline")
+		return errOffline
 	}
-	return wc.c.Write(ctx, websocket.MessageText, b)
+	return wc.write(b)
 }
 
+// readBufKeep is the largest read buffer a session keeps between frames;
+// a bigger one (a long sync page) is dropped after use.
+const readBufKeep = 1 << 20
+
 func (s *session) read(ctx context.Context, wc *wsConn) {
+	defer wc.stopWatch()
+	// One buffer and one frame per connection, reused for every frame: the
+	// handlers copy what they keep (see frame).
+	buf := make([]byte, 0, 4<<10)
+	var f frame
 	for {
-		_, b, err := wc.c.Read(ctx)
+		b, err := wc.readMessage(buf[:0])
 		if err != nil {
 			if wc.closed.Load() || ctx.Err() != nil {
 				return
 			}
+			wc.c.CloseNow()
 			s.run.note("disconnect", fmt.Sprintf("session %d lost its connection: %v", s.id, err))
 			s.run.stats.disconnects.Add(1)
 			s.mu.Lock()
@@ -150,7 +164,10 @@ func (s *session) read(ctx context.Context, wc *wsConn) {
 			go s.reconnect(ctx)
 			return
 		}
-		s.handle(ctx, b)
+		s.handle(&f, b)
+		if cap(b) <= readBufKeep {
+			buf = b
+		}
 	}
 }
 
@@ -169,9 +186,10 @@ func (s *session) reconnect(ctx context.Context) {
 	}
 }
 
-func (s *session) handle(ctx context.Context, b []byte) {
-	f, err := decodeFrame(b)
-	if err != nil {
+// handle decodes and checks one server frame; f is the reader's frame,
+// reused from frame to frame.
+func (s *session) handle(f *frame, b []byte) {
+	if err := decodeFrame(b, f); err != nil {
 		s.run.deviation(fmt.Sprintf("server frame is not JSON: %s", truncate(b, 200)))
 		return
 	}
@@ -179,18 +197,19 @@ func (s *session) handle(ctx context.Context, b []byte) {
 	switch f.Type {
 	case "msg":
 		m := f.Message
-		if m == nil || m.Conv == "" || m.Seq <= 0 {
+		if m == nil || len(m.Conv) == 0 || m.Seq <= 0 {
 			s.run.deviation(fmt.Sprintf("msg frame without a valid message object: %s", truncate(b, 200)))
 			return
 		}
 		s.mu.Lock()
-		s.deliverLocked(*m, true, now)
+		s.deliverLocked(m, true, now)
 		s.mu.Unlock()
 	case "batch":
 		s.run.stats.batchFrames.Add(1)
 		s.mu.Lock()
-		for _, m := range f.Messages {
-			if m.Conv == "" {
+		for i := range f.Messages {
+			m := &f.Messages[i]
+			if len(m.Conv) == 0 {
 				m.Conv = f.Conv
 			}
 			s.deliverLocked(m, true, now)
@@ -198,23 +217,23 @@ func (s *session) handle(ctx context.Context, b []byte) {
 		s.mu.Unlock()
 	case "sent":
 		m := f.Message
-		if m == nil || m.Conv == "" || m.Seq <= 0 {
+		if m == nil || len(m.Conv) == 0 || m.Seq <= 0 {
 			s.run.deviation(fmt.Sprintf("sent frame without a valid message object: %s", truncate(b, 200)))
 			return
 		}
-		s.confirm(f.Req, *m, f.Duplicate, now)
+		s.confirm(f.Req, m, f.Duplicate, now)
 	case "messages":
-		s.syncPage(ctx, f, now, b)
+		s.syncPage(f, now, b)
 	case "resync":
 		s.run.stats.resyncs.Add(1)
 		s.mu.Lock()
-		if st := s.convs[f.Conv]; st != nil {
+		if st := s.convs[string(f.Conv)]; st != nil {
 			st.resynced = true
-			s.startSyncLocked(ctx, st)
+			s.startSyncLocked(st)
 		}
 		s.mu.Unlock()
 	case "error":
-		s.frameError(ctx, f, b)
+		s.frameError(f, b)
 	case "storm":
 		if f.Active {
 			s.run.stats.storms.Add(1)
@@ -229,8 +248,8 @@ func (s *session) handle(ctx context.Context, b []byte) {
 // a conversation must rise within one connection: a seq at or below the last
 // one already held is a duplicate, below it and new is an order violation.
 // Pulls may overlap what live delivery brought; that overlap is not counted.
-func (s *session) deliverLocked(m wireMessage, live bool, now time.Duration) {
-	st := s.convs[m.Conv]
+func (s *session) deliverLocked(m *message, live bool, now time.Duration) {
+	st := s.convs[string(m.Conv)]
 	if st == nil {
 		s.run.stats.foreign.Add(1)
 		return
@@ -267,66 +286,115 @@ func (s *session) deliverLocked(m wireMessage, live bool, now time.Duration) {
 	if live && st.resynced && !st.syncing && m.Seq > st.contig+1 {
 		// Live delivery resumed after a cut and skipped seqs the pull did
 		// not bring: fill the gap, as the protocol asks of a client.
-		s.startSyncLocked(s.ctx, st)
+		s.startSyncLocked(st)
 	}
 }
 
 // ownMessage reports whether this session sent m: the bench's
-// client_msg_ids start with the sending session's id.
-func (s *session) ownMessage(m wireMessage) bool {
-	if m.From != s.user.id || !strings.HasPrefix(m.ClientMsgID, strconv.Itoa(s.id)) {
-		return false
-	}
-	return strings.HasPrefix(m.ClientMsgID[len(strconv.Itoa(s.id)):], "-")
+// client_msg_ids start with the sending session's id and a dash.
+func (s *session) ownMessage(m *message) bool {
+	return string(m.From) == s.user.id && bytes.HasPrefix(m.ClientMsgID, []byte(s.cmidPrefix))
 }
 
-// send queues one `send` frame, waiting while the in-flight window is full.
-func (s *session) send(ctx context.Context, st *recvState, bodySize int) error {
+// acquire takes a slot of the in-flight window, waiting while it is full.
+func (s *session) acquire(ctx context.Context) error {
 	select {
 	case s.window <- struct{}{}:
+		return nil
 	default:
-		t := time.NewTimer(s.run.opts.DrainTimeout)
-		select {
-		case s.window <- struct{}{}:
-			t.Stop()
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-			s.run.note("stall", fmt.Sprintf("session %d: no send answered for %s with %d in flight; it stopped sending", s.id, s.run.opts.DrainTimeout, cap(s.window)))
-			return errors.New("sends not answered")
-		}
 	}
-	now := s.run.now()
-	s.mu.Lock()
-	s.nextCmid++
-	cmid := strconv.Itoa(s.id) + "-" + strconv.Itoa(s.nextCmid)
-	frame := appendSendFrame(nil, st.convJSON, cmid, makeBody(now, bodySize))
-	s.pending[cmid] = &pendingSend{st: st, frame: frame, sentAt: now}
-	s.mu.Unlock()
-	s.run.stats.attempted.Add(1)
-	if err := s.write(ctx, frame); err != nil {
-		s.mu.Lock()
-		delete(s.pending, cmid)
-		s.mu.Unlock()
-		<-s.window
-		s.run.sendError("write: " + err.Error())
-		return err
+	t := time.NewTimer(s.run.opts.DrainTimeout)
+	defer t.Stop()
+	select {
+	case s.window <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		s.run.note("stall", fmt.Sprintf("session %d: no send answered for %s with %d in flight; it stopped sending", s.id, s.run.opts.DrainTimeout, cap(s.window)))
+		return errors.New("sends not answered")
 	}
-	return nil
 }
 
-func (s *session) confirm(req string, m wireMessage, dup bool, now time.Duration) {
+// tryAcquire takes a slot of the in-flight window if one is free now.
+func (s *session) tryAcquire() bool {
+	select {
+	case s.window <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// sendBatch sends one `send` frame into each of sts, for which the caller
+// holds window slots. The frames leave in one write when the connection
+// allows (see corkConn): a sender whose window freed k slots at once puts
+// its k sends in one syscall instead of k. Only the sending goroutine of
+// the session calls it (it owns sendBuf).
+func (s *session) sendBatch(sts []*recvState, bodySize int) error {
+	now := s.run.now()
+	buf, ends := s.sendBuf[:0], s.sendEnds[:0]
 	s.mu.Lock()
-	p := s.pending[req]
-	delete(s.pending, req)
+	first := s.nextCmid + 1
+	for _, st := range sts {
+		s.nextCmid++
+		buf = appendSendFrame(buf, st.convJSON, s.cmidPrefix, s.nextCmid, now, bodySize)
+		ends = append(ends, len(buf))
+		s.pending[s.nextCmid] = pendingSend{st: st, sentAt: now}
+	}
+	wc := s.conn
 	s.mu.Unlock()
-	if p == nil {
+	s.sendBuf, s.sendEnds = buf, ends
+	s.run.stats.attempted.Add(int64(len(sts)))
+	err := errOffline
+	if wc != nil {
+		err = wc.writeFrames(buf, ends)
+	}
+	if err == nil {
+		return nil
+	}
+	// Every frame of the batch is in doubt; those still pending are given
+	// up (a frame answered meanwhile was delivered after all).
+	failed := 0
+	s.mu.Lock()
+	for n := first; n < first+len(sts); n++ {
+		if _, ok := s.pending[n]; ok {
+			delete(s.pending, n)
+			failed++
+		}
+	}
+	s.mu.Unlock()
+	for range failed {
+		<-s.window
+		s.run.sendError("write: " + err.Error())
+	}
+	return err
+}
+
+// parseReq returns n of a req (a client_msg_id) made by this session.
+func (s *session) parseReq(req []byte) (int, bool) {
+	rest, ok := bytes.CutPrefix(req, []byte(s.cmidPrefix))
+	if !ok {
+		return 0, false
+	}
+	n, ok := parseInt(rest)
+	return int(n), ok && n > 0
+}
+
+func (s *session) confirm(req []byte, m *message, dup bool, now time.Duration) {
+	n, ok := s.parseReq(req)
+	s.mu.Lock()
+	p, found := s.pending[n]
+	if ok && found {
+		delete(s.pending, n)
+	}
+	s.mu.Unlock()
+	if !ok || !found {
 		s.run.deviation(fmt.Sprintf("sent frame with req %q that matches no pending send", req))
 		return
 	}
 	<-s.window
-	if m.Conv != p.st.conv || m.ClientMsgID != req {
+	if string(m.Conv) != p.st.conv || !bytes.Equal(m.ClientMsgID, req) {
 		s.run.deviation(fmt.Sprintf("sent frame for req %q carries conv %q client_msg_id %q, sent conv %q", req, m.Conv, m.ClientMsgID, p.st.conv))
 	}
 	if dup && p.tries == 0 {
@@ -356,9 +424,9 @@ func (s *session) inflight() int {
 	return len(s.pending)
 }
 
-func (s *session) frameError(ctx context.Context, f frame, b []byte) {
+func (s *session) frameError(f *frame, b []byte) {
 	s.run.stats.errorFrames.Add(1)
-	if strings.HasPrefix(f.Req, "sync:") {
+	if bytes.HasPrefix(f.Req, []byte("sync:")) {
 		s.run.deviation(fmt.Sprintf("sync answered with an error: %s", truncate(b, 200)))
 		s.mu.Lock()
 		if st := s.syncTarget(f.Req); st != nil {
@@ -367,17 +435,20 @@ func (s *session) frameError(ctx context.Context, f frame, b []byte) {
 		s.mu.Unlock()
 		return
 	}
+	n, ok := s.parseReq(f.Req)
 	s.mu.Lock()
-	p := s.pending[f.Req]
-	retry := p != nil && (f.Code == "rate_limited" || f.Code == "unavailable") && p.tries < 5
-	if p != nil && !retry {
-		delete(s.pending, f.Req)
+	p, found := s.pending[n]
+	found = found && ok
+	retry := found && (f.Code == "rate_limited" || f.Code == "unavailable") && p.tries < 5
+	if found && !retry {
+		delete(s.pending, n)
 	}
 	if retry {
 		p.tries++
+		s.pending[n] = p
 	}
 	s.mu.Unlock()
-	if p == nil {
+	if !found {
 		s.run.sendError("error frame: " + f.Code)
 		return
 	}
@@ -392,14 +463,18 @@ func (s *session) frameError(ctx context.Context, f frame, b []byte) {
 	if wait <= 0 {
 		wait = 100 * time.Millisecond
 	}
+	frame := appendSendFrame(nil, p.st.convJSON, s.cmidPrefix, n, p.sentAt, s.run.opts.BodySize)
 	go func() {
 		time.Sleep(wait)
-		if err := s.write(ctx, p.frame); err != nil {
+		if err := s.write(frame); err != nil {
 			s.mu.Lock()
-			delete(s.pending, f.Req)
+			_, still := s.pending[n]
+			delete(s.pending, n)
 			s.mu.Unlock()
-			<-s.window
-			s.run.sendError("write: " + err.Error())
+			if still {
+				<-s.window
+				s.run.sendError("write: " + err.Error())
+			}
 		}
 	}()
 }
@@ -407,21 +482,21 @@ func (s *session) frameError(ctx context.Context, f frame, b []byte) {
 // startSyncLocked pulls a conversation with `sync` frames from the end of
 // what it holds without a gap, unless a pull is already running (it then
 // runs once more).
-func (s *session) startSyncLocked(ctx context.Context, st *recvState) {
-	s.startSyncFromLocked(ctx, st, st.contig)
+func (s *session) startSyncLocked(st *recvState) {
+	s.startSyncFromLocked(st, st.contig)
 }
 
-func (s *session) startSyncFromLocked(ctx context.Context, st *recvState, after int64) {
+func (s *session) startSyncFromLocked(st *recvState, after int64) {
 	if st.syncing {
 		st.again = true
 		return
 	}
 	st.syncing = true
 	s.run.stats.syncChains.Add(1)
-	s.sendSyncLocked(ctx, st, after)
+	s.sendSyncLocked(st, after)
 }
 
-func (s *session) sendSyncLocked(ctx context.Context, st *recvState, after int64) {
+func (s *session) sendSyncLocked(st *recvState, after int64) {
 	idx := -1
 	for i, x := range s.convList {
 		if x == st {
@@ -432,7 +507,7 @@ func (s *session) sendSyncLocked(ctx context.Context, st *recvState, after int64
 	frame := fmt.Appendf(nil, `{"type":"sync","req":"sync:%d","conv":%s,"after_seq":%d,"limit":%d}`, idx, st.convJSON, after, syncLimit)
 	// Not from the reader goroutine: a blocked write must not stop reading.
 	go func() {
-		if err := s.write(ctx, frame); err != nil {
+		if err := s.write(frame); err != nil {
 			s.mu.Lock()
 			st.syncing = false
 			s.mu.Unlock()
@@ -440,15 +515,15 @@ func (s *session) sendSyncLocked(ctx context.Context, st *recvState, after int64
 	}()
 }
 
-func (s *session) syncTarget(req string) *recvState {
-	i, err := strconv.Atoi(strings.TrimPrefix(req, "sync:"))
-	if err != nil || i < 0 || i >= len(s.convList) {
+func (s *session) syncTarget(req []byte) *recvState {
+	i, ok := parseInt(bytes.TrimPrefix(req, []byte("sync:")))
+	if !ok || i < 0 || i >= int64(len(s.convList)) {
 		return nil
 	}
 	return s.convList[i]
 }
 
-func (s *session) syncPage(ctx context.Context, f frame, now time.Duration, raw []byte) {
+func (s *session) syncPage(f *frame, now time.Duration, raw []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.syncTarget(f.Req)
@@ -463,9 +538,10 @@ func (s *session) syncPage(ctx context.Context, f frame, now time.Duration, raw 
 	}
 	s.run.stats.syncPages.Add(1)
 	var last int64
-	for _, m := range f.Messages {
-		if m.Conv == "" {
-			m.Conv = st.conv
+	for i := range f.Messages {
+		m := &f.Messages[i]
+		if len(m.Conv) == 0 {
+			m.Conv = st.convBytes
 		}
 		if m.Seq <= last {
 			s.run.stats.orderViolations.Add(1)
@@ -475,7 +551,7 @@ func (s *session) syncPage(ctx context.Context, f frame, now time.Duration, raw 
 	}
 	switch {
 	case !*f.Completed && len(f.Messages) > 0:
-		s.sendSyncLocked(ctx, st, last)
+		s.sendSyncLocked(st, last)
 	case !*f.Completed:
 		s.run.deviation(fmt.Sprintf("sync page with no messages but completed:false: %s", truncate(raw, 200)))
 		st.syncing = false
@@ -488,29 +564,34 @@ func (s *session) syncPage(ctx context.Context, f frame, now time.Duration, raw 
 		}
 		if st.again {
 			st.again = false
-			s.sendSyncLocked(ctx, st, st.contig)
+			s.sendSyncLocked(st, st.contig)
 		} else {
 			st.syncing = false
 		}
 	}
 }
 
-// ackFrames builds cumulative acks for conversations that moved since the
-// last ack; the acker sends them every second, as a client would.
-func (s *session) ackFrames() [][]byte {
+// sendAcks sends cumulative acks for the conversations that moved since the
+// last ack, all in one write; the acker calls it every second, as a client
+// would. buf and ends are the acker's, reused from session to session.
+func (s *session) sendAcks(buf []byte, ends []int) ([]byte, []int) {
+	buf, ends = buf[:0], ends[:0]
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conn == nil {
-		return nil
-	}
-	var out [][]byte
-	for _, st := range s.convList {
-		if st.contig > st.acked {
-			st.acked = st.contig
-			out = append(out, fmt.Appendf(nil, `{"type":"ack","conv":%s,"seq":%d}`, st.convJSON, st.contig))
+	wc := s.conn
+	if wc != nil {
+		for _, st := range s.convList {
+			if st.contig > st.acked {
+				st.acked = st.contig
+				buf = fmt.Appendf(buf, `{"type":"ack","conv":%s,"seq":%d}`, st.convJSON, st.contig)
+				ends = append(ends, len(buf))
+			}
 		}
 	}
-	return out
+	s.mu.Unlock()
+	if len(ends) > 0 {
+		wc.writeFrames(buf, ends)
+	}
+	return buf, ends
 }
 
 func (s *session) syncing() bool {

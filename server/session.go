@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -104,17 +105,32 @@ func (s *session) run(v int64) {
 
 func (s *session) readLoop() {
 	for {
-		typ, data, err := s.conn.Read(s.ctx)
+		typ, r, err := s.conn.Reader(s.ctx)
+		if err == nil && typ != websocket.MessageText {
+			s.close(websocket.StatusUnsupportedData, "binary frames are not supported")
+			return
+		}
+		var buf *bytes.Buffer
+		if err == nil {
+			// A pooled buffer, taken once a frame has arrived: waiting
+			// sessions hold none. Decoding copies what it keeps.
+			buf = frameBufs.Get().(*bytes.Buffer)
+			_, err = buf.ReadFrom(r)
+		}
 		if err != nil {
+			if buf != nil {
+				buf.Reset()
+				frameBufs.Put(buf)
+			}
 			// Over the read limit the library has already closed with 1009.
 			s.close(websocket.StatusNormalClosure, "")
 			return
 		}
-		if typ != websocket.MessageText {
-			s.close(websocket.StatusUnsupportedData, "binary frames are not supported")
-			return
+		f, err := decodeFrame(buf.Bytes())
+		buf.Reset()
+		if buf.Cap() <= 64<<10 {
+			frameBufs.Put(buf)
 		}
-		f, err := decodeFrame(data)
 		if err != nil {
 			s.reply(errorFrameOf(f.Req, err))
 			continue
@@ -122,6 +138,8 @@ func (s *session) readLoop() {
 		s.handle(&f)
 	}
 }
+
+var frameBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 func (s *session) handle(f *clientFrame) {
 	ctx := s.ctx
