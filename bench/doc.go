@@ -14,7 +14,9 @@
 //     the first request to the page that says completed.
 //   - memory/session: the change in process_resident_memory_bytes, and in
 //     heap + stack in use, between before and after opening the sessions,
-//     each read after the server has run two GCs (see settledMemory).
+//     each read once further GC cycles no longer move them (see
+//     settledMemory): the server as its collector normally leaves it, GC
+//     headroom included in RSS.
 //
 // The correctness line is kept per receiving session (one per user unless
 // --sessions exceeds --users) against a ledger of what the server confirmed

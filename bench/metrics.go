@@ -81,3 +81,28 @@ func labelsEnd(s string) int {
 	}
 	return -1
 }
+
+// metricsAgree reports whether each named figure differs by at most tol
+// across the readings. A figure absent from every reading agrees; one
+// present in only some does not.
+func metricsAgree(readings []serverMetrics, names []string, tol float64) bool {
+	for _, name := range names {
+		var lo, hi float64
+		seen := 0
+		for _, m := range readings {
+			v, ok := m[name]
+			if !ok {
+				continue
+			}
+			if seen == 0 {
+				lo, hi = v, v
+			}
+			lo, hi = min(lo, v), max(hi, v)
+			seen++
+		}
+		if seen > 0 && (seen < len(readings) || hi-lo > tol) {
+			return false
+		}
+	}
+	return true
+}

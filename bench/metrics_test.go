@@ -26,3 +26,23 @@ http_requests_total{code="500"} 2 1700000000000
 		}
 	}
 }
+
+func TestMetricsAgree(t *testing.T) {
+	names := []string{"rss", "heap"}
+	for _, c := range []struct {
+		name     string
+		readings []serverMetrics
+		want     bool
+	}{
+		{"within tol", []serverMetrics{{"rss": 100, "heap": 50}, {"rss": 110, "heap": 45}, {"rss": 105, "heap": 50}}, true},
+		{"rss spread too wide", []serverMetrics{{"rss": 100, "heap": 50}, {"rss": 105, "heap": 50}, {"rss": 111, "heap": 50}}, false},
+		{"heap falls", []serverMetrics{{"rss": 100, "heap": 70}, {"rss": 100, "heap": 50}}, false},
+		{"absent everywhere", []serverMetrics{{"rss": 100}, {"rss": 101}}, true},
+		{"absent once", []serverMetrics{{"rss": 100, "heap": 50}, {"rss": 100}}, false},
+		{"one reading", []serverMetrics{{"rss": 100, "heap": 50}}, true},
+	} {
+		if got := metricsAgree(c.readings, names, 10); got != c.want {
+			t.Errorf("%s: metricsAgree = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
