@@ -84,6 +84,8 @@ func newSession(srv *Server, conn *websocket.Conn, w *wire, user chat.User, toke
 		ctx:       ctx,
 		cancel:    cancel,
 		inflight:  make(chan struct{}, srv.cfg.SessionQueue),
+		// hello holds the writer's place until it is written.
+		writing: true,
 	}
 }
 
@@ -93,13 +95,16 @@ func (s *session) run(v int64) {
 	defer s.cancel()
 	s.srv.hub.add(s)
 	defer s.srv.hub.remove(s)
-	// hello goes first: nothing else can be queued before the writer starts
-	// except events delivered since add, which must come after it.
+	// hello goes first: events delivered since add wait in the queue, and
+	// no writer starts (writing is set) until hello is out.
 	hello, _ := json.Marshal(helloFrame{Type: "hello", User: s.user, Session: s.id, Sequences: sequences{Conversations: v}})
 	if err := s.write(hello); err != nil {
 		return
 	}
-	s.kick()
+	s.mu.Lock()
+	s.writing = false
+	s.startWriterLocked()
+	s.mu.Unlock()
 	s.readLoop()
 }
 

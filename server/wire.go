@@ -20,6 +20,11 @@ type wire struct {
 	mu     sync.Mutex
 	corked bool
 	buf    *[]byte
+
+	// Read state, used by the library's single reader goroutine only.
+	busy  bool    // the last read filled its buffer: more is likely waiting
+	chunk *[]byte // a pooled read-ahead buffer while busy
+	ahead []byte  // its unread part
 }
 
 // wireFlushAt bounds what a cork gathers before it is written anyway.
@@ -28,6 +33,45 @@ const wireFlushAt = 64 << 10
 // wireBufs holds gather buffers between flushes, so that an idle session
 // keeps none.
 var wireBufs = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+
+// wireChunk is what a busy session reads per system call.
+const wireChunk = 16 << 10
+
+var wireChunks = sync.Pool{New: func() any { b := make([]byte, wireChunk); return &b }}
+
+// Read serves the library's small buffered reader. A waiting session
+// blocks in a read into that small buffer and holds nothing else; once a
+// read fills it, more is probably queued in the socket, and reads go
+// through a pooled chunk, handed back as soon as it is drained.
+func (w *wire) Read(p []byte) (int, error) {
+	if len(w.ahead) > 0 {
+		n := copy(p, w.ahead)
+		w.ahead = w.ahead[n:]
+		if len(w.ahead) == 0 {
+			w.releaseChunk()
+		}
+		return n, nil
+	}
+	if !w.busy || len(p) >= wireChunk {
+		n, err := w.Conn.Read(p)
+		w.busy = n == len(p)
+		return n, err
+	}
+	w.chunk = wireChunks.Get().(*[]byte)
+	n, err := w.Conn.Read(*w.chunk)
+	w.busy = n == len(*w.chunk)
+	c := copy(p, (*w.chunk)[:n])
+	w.ahead = (*w.chunk)[c:n]
+	if len(w.ahead) == 0 {
+		w.releaseChunk()
+	}
+	return c, err
+}
+
+func (w *wire) releaseChunk() {
+	wireChunks.Put(w.chunk)
+	w.chunk, w.ahead = nil, nil
+}
 
 func (w *wire) Write(p []byte) (int, error) {
 	w.mu.Lock()
@@ -98,12 +142,13 @@ type wireWriter struct {
 	wire *wire
 }
 
-// Buffer sizes of a hijacked connection. The read buffer still takes
-// several pipelined send frames per system call; the write buffer only
-// needs to hold a frame header and a control frame (at most 127 bytes),
-// since larger writes go straight through to the wire.
+// Buffer sizes of a hijacked connection, kept by every session for its
+// whole life. The read buffer holds a frame header or a small frame, the
+// wire reads ahead in larger chunks when frames pour in; the write buffer
+// only needs to hold a frame header and a control frame (at most 131
+// bytes), since larger writes go straight through to the wire.
 const (
-	wireReadBuffer  = 1 << 10
+	wireReadBuffer  = 256
 	wireWriteBuffer = 256
 )
 

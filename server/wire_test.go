@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -49,23 +50,32 @@ func TestWireCorkGathersWrites(t *testing.T) {
 	}
 }
 
-// A write from another goroutine (the library's pong) lands whole, before
-// or after a flush, never inside it.
+// A frame from another goroutine (the library's pong) lands whole, before
+// or after a flush, never inside it. frameMu stands for the library's lock
+// around the writes of one frame; cork and uncork are called outside it,
+// as the session's writer does.
 func TestWireConcurrentWritesStayWhole(t *testing.T) {
 	rc := &recordConn{}
 	w := &wire{Conn: rc}
+	var frameMu sync.Mutex
+	frame := func(parts ...string) {
+		frameMu.Lock()
+		defer frameMu.Unlock()
+		for _, p := range parts {
+			w.Write([]byte(p))
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for i := 0; i < 1000; i++ {
-			w.Write([]byte("<pong>"))
+			frame("<po", "ng>")
 		}
 	}()
 	for i := 0; i < 1000; i++ {
 		w.cork()
-		w.Write([]byte("[1"))
-		w.Write([]byte("2]"))
+		frame("[1", "2]")
 		w.uncork(time.Second)
 	}
 	wg.Wait()
@@ -100,5 +110,50 @@ func TestWireFlushesLargeCork(t *testing.T) {
 	w.uncork(time.Second)
 	if n := len(bytes.Join(rc.writes, nil)); n != 100*1000 {
 		t.Fatalf("%d bytes written, want %d", n, 100*1000)
+	}
+}
+
+// scriptConn answers reads from a script of chunks, each as one read.
+type scriptConn struct {
+	net.Conn
+	chunks [][]byte
+}
+
+func (c *scriptConn) Read(p []byte) (int, error) {
+	if len(c.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.chunks[0])
+	c.chunks[0] = c.chunks[0][n:]
+	if len(c.chunks[0]) == 0 {
+		c.chunks = c.chunks[1:]
+	}
+	return n, nil
+}
+
+// Reads go through a pooled chunk only after a read filled the caller's
+// small buffer, and the bytes come out in order either way.
+func TestWireReadsAheadWhenBusy(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789"), 3000)
+	sc := &scriptConn{chunks: [][]byte{[]byte("small"), big, []byte("tail")}}
+	w := &wire{Conn: sc}
+	var got []byte
+	p := make([]byte, 256)
+	for {
+		n, err := w.Read(p)
+		got = append(got, p[:n]...)
+		if n == 5 && w.chunk != nil {
+			t.Fatal("a short read took a chunk")
+		}
+		if err != nil {
+			break
+		}
+	}
+	want := append(append([]byte("small"), big...), "tail"...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, want %d, in order", len(got), len(want))
+	}
+	if w.chunk != nil || w.ahead != nil {
+		t.Fatal("chunk kept after draining")
 	}
 }
