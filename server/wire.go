@@ -2,6 +2,8 @@ package server
 
 import (
 	"bufio"
+	"bytes"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -158,11 +160,25 @@ func (ww *wireWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	ww.wire = &wire{Conn: conn}
-	r := brw.Reader
-	// Bytes the client sent right behind its handshake are in the HTTP
-	// server's buffer; keep that buffer then.
-	if r.Buffered() == 0 {
-		r = bufio.NewReaderSize(ww.wire, wireReadBuffer)
+	return ww.wire, bufio.NewReadWriter(smallReader(brw.Reader, ww.wire), bufio.NewWriterSize(ww.wire, wireWriteBuffer)), nil
+}
+
+// smallReader returns a reader of wireReadBuffer bytes that goes on where
+// old, the HTTP server's, stopped. Bytes a client sent right behind its
+// handshake may be in old's buffer already: they are moved into the new
+// buffer, where the WebSocket library looks for them (Buffered, Peek).
+func smallReader(old *bufio.Reader, w *wire) *bufio.Reader {
+	n := old.Buffered()
+	if n == 0 {
+		return bufio.NewReaderSize(w, wireReadBuffer)
 	}
-	return ww.wire, bufio.NewReadWriter(r, bufio.NewWriterSize(ww.wire, wireWriteBuffer)), nil
+	if n > wireReadBuffer {
+		return old
+	}
+	pending, _ := old.Peek(n)
+	r := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(pending)), w), wireReadBuffer)
+	if _, err := r.Peek(n); err != nil {
+		return old
+	}
+	return r
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"net"
@@ -155,5 +156,26 @@ func TestWireReadsAheadWhenBusy(t *testing.T) {
 	}
 	if w.chunk != nil || w.ahead != nil {
 		t.Fatal("chunk kept after draining")
+	}
+}
+
+// Bytes already buffered by the HTTP server move into the small reader.
+func TestSmallReaderKeepsBufferedBytes(t *testing.T) {
+	sc := &scriptConn{chunks: [][]byte{[]byte("early"), []byte(" and later")}}
+	old := bufio.NewReader(sc)
+	if _, err := old.Peek(5); err != nil {
+		t.Fatal(err)
+	}
+	w := &wire{Conn: sc}
+	r := smallReader(old, w)
+	if r == old {
+		t.Fatal("kept the HTTP server's buffer")
+	}
+	if got := r.Buffered(); got != 5 {
+		t.Fatalf("buffered %d bytes, want 5", got)
+	}
+	got, _ := io.ReadAll(r)
+	if string(got) != "early and later" {
+		t.Fatalf("read %q", got)
 	}
 }
