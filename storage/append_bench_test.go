@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/imserver/imserver/chat"
 )
@@ -31,6 +33,7 @@ func BenchmarkAppend(b *testing.B) {
 			var n atomic.Int64
 			b.SetParallelism(256) // many senders in flight, as on a busy server
 			b.ResetTimer()
+			cpu0 := cpuTime()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					i := n.Add(1)
@@ -42,6 +45,18 @@ func BenchmarkAppend(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			// CPU of the whole process (appenders, writer, checkpointer,
+			// GC): steadier than msgs/s on a shared machine.
+			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/msg")
 		})
 	}
+}
+
+// cpuTime is the user and system CPU time of the process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

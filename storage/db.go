@@ -56,6 +56,8 @@ type DB struct {
 	writer  *sql.DB
 	readers *sql.DB
 	w       *writer
+	ckptDB  *sql.DB
+	ckpt    *checkpointer
 }
 
 var _ chat.Store = (*DB)(nil)
@@ -89,7 +91,11 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		}
 		return "file:" + path + "?" + q.Encode() + extra
 	}
-	w, err := sql.Open("sqlite", dsn("&_txlock=immediate"))
+	// The writer never checkpoints: the checkpointer does, beside it. Its
+	// page cache holds a whole batch (1000 messages dirty about 800 pages):
+	// with SQLite's default of 2 MiB it spilled pages to the WAL in the
+	// middle of transactions and reread index pages from the file.
+	w, err := sql.Open("sqlite", dsn("&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=cache_size(-16384)"))
 	if err != nil {
 		return nil, err
 	}
@@ -111,19 +117,33 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	r.SetMaxOpenConns(opts.Readers)
 	r.SetMaxIdleConns(opts.Readers)
-	db := &DB{path: path, opts: opts, writer: w, readers: r}
+	// query_only stops statements, not checkpoints.
+	c, err := sql.Open("sqlite", dsn("&_pragma=query_only(1)"))
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, err
+	}
+	c.SetMaxOpenConns(1)
+	c.SetMaxIdleConns(1)
+	c.SetConnMaxLifetime(0)
+	db := &DB{path: path, opts: opts, writer: w, readers: r, ckptDB: c, ckpt: newCheckpointer(c)}
 	var seqs seqSource = localSeqs{seq.NewLocal()}
 	if opts.Redis != nil {
 		seqs = newRedisSeqs(seq.NewRedisAllocator(opts.Redis, opts.RedisPrefix, txBounds{}, opts.RedisAlloc))
 	}
-	db.w = newWriter(w, seqs, opts)
+	if db.w, err = newWriter(ctx, w, seqs, db.ckpt, opts); err != nil {
+		db.ckpt.close()
+		return nil, errors.Join(err, r.Close(), c.Close(), w.Close())
+	}
 	return db, nil
 }
 
 // Close stops the writer after the queued jobs and closes the database.
 func (db *DB) Close() error {
 	db.w.close()
-	return errors.Join(db.readers.Close(), db.writer.Close())
+	db.ckpt.close()
+	return errors.Join(db.readers.Close(), db.ckptDB.Close(), db.writer.Close())
 }
 
 // Ping checks that the database answers.

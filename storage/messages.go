@@ -10,25 +10,28 @@ import (
 
 // Append implements chat.MessageStore.
 func (db *DB) Append(ctx context.Context, m chat.Message) chat.Pending {
-	wait := db.w.enqueue(ctx, &job{msg: &m})
+	j := &job{msg: m}
+	if err := db.w.enqueue(ctx, j); err != nil {
+		return func() (chat.Message, bool, error) { return chat.Message{}, false, err }
+	}
 	return func() (chat.Message, bool, error) {
-		r := wait()
+		r := j.wait(ctx)
 		return r.msg, r.dup, r.err
 	}
 }
 
 func (w *writer) appendMessage(t *wtx, j *job) error {
-	m := *j.msg
-	if t.notMember[[2]string{m.Conv, m.From}] {
-		t.results[j] = result{err: chat.Errorf(chat.ENotMember, "not a member of this conversation")}
+	if !j.sender.member {
+		j.r = result{err: chat.Errorf(chat.ENotMember, "not a member of this conversation")}
 		return nil
 	}
-	r := t.ranges[m.Conv]
-	if r.err != nil {
-		t.results[j] = result{err: r.err}
+	c := j.conv
+	if c.r.err != nil {
+		j.r = result{err: c.r.err}
 		return nil
 	}
-	m.Seq = r.next
+	m := j.msg
+	m.Seq = c.r.next
 	m.TS = nowMS()
 	// The unique index decides duplicates: one statement for the common
 	// case, a look-up only for a retry.
@@ -37,7 +40,12 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	if err != nil {
 		return err
 	}
-	res, err := ins.ExecContext(t.ctx, m.Conv, m.Seq, m.From, m.ClientMsgID, m.Kind, m.Body, m.TS)
+	a := &t.w.insertArgs
+	a[0].Value, a[1].Value, a[2].Value, a[3].Value, a[4].Value, a[5].Value, a[6].Value = m.Conv, m.Seq, m.From, m.ClientMsgID, m.Kind, m.Body, m.TS
+	res, err := ins.exec.ExecContext(t.ctx, a[:])
+	for i := range a {
+		a[i].Value = nil // keep no message alive
+	}
 	if err != nil {
 		return err
 	}
@@ -46,13 +54,15 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	} else if n == 0 {
 		return w.duplicate(t, j, m)
 	}
-	r.next++
-	t.convMax[m.Conv] = m.Seq
-	t.senderMax[[2]string{m.Conv, m.From}] = m.Seq
+	c.r.next++
+	if c.max == 0 {
+		t.touched = append(t.touched, c)
+	}
+	c.max = m.Seq
+	j.sender.max = m.Seq
 	t.committed = append(t.committed, m)
-	stored := m
-	stored.Origin = ""
-	t.results[j] = result{msg: stored}
+	m.Origin = ""
+	j.r = result{msg: m}
 	return nil
 }
 
@@ -68,7 +78,7 @@ func (w *writer) duplicate(t *wtx, j *job, m chat.Message) error {
 	if err := find.QueryRowContext(t.ctx, m.Conv, m.From, m.ClientMsgID).Scan(&prev.Seq, &prev.Kind, &prev.Body, &prev.TS); err != nil {
 		return err
 	}
-	t.results[j] = result{msg: prev, dup: true}
+	j.r = result{msg: prev, dup: true}
 	return nil
 }
 
@@ -76,25 +86,20 @@ func (w *writer) duplicate(t *wtx, j *job, m chat.Message) error {
 // batch, and the senders' own markers: whoever sends has read what came
 // before.
 func (w *writer) finishMessages(t *wtx) error {
-	if len(t.convMax) == 0 {
+	if len(t.touched) == 0 {
 		return nil
 	}
 	conv, err := t.stmt(`UPDATE conversations SET max_seq = ?, version = ? WHERE id = ?`)
 	if err != nil {
 		return err
 	}
-	// Iterate in commit order so versions follow it.
-	seen := make(map[string]bool, len(t.convMax))
-	for _, m := range t.committed {
-		if seen[m.Conv] {
-			continue
-		}
-		seen[m.Conv] = true
+	// In commit order, so that versions follow it.
+	for _, c := range t.touched {
 		v, err := t.nextVersion()
 		if err != nil {
 			return err
 		}
-		if _, err := conv.ExecContext(t.ctx, t.convMax[m.Conv], v, m.Conv); err != nil {
+		if _, err := conv.ExecContext(t.ctx, c.max, v, c.id); err != nil {
 			return err
 		}
 	}
@@ -102,10 +107,41 @@ func (w *writer) finishMessages(t *wtx) error {
 	if err != nil {
 		return err
 	}
-	for k, s := range t.senderMax {
-		if _, err := sender.ExecContext(t.ctx, s, k[0], k[1]); err != nil {
+	for _, s := range t.senders {
+		if s.max == 0 {
+			continue
+		}
+		if _, err := sender.ExecContext(t.ctx, s.max, s.conv, s.user); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// beforeFunc readies the transaction for a function job. Such a job
+// (joining, kicking, leaving, clearing) reads conversations.max_seq to set
+// visible ranges, so the messages appended before it in this transaction
+// are written there first; and it may change who is a member, so
+// membership is read again for the messages after it.
+func (w *writer) beforeFunc(t *wtx) error {
+	var st *wstmt
+	for _, c := range t.touched {
+		if c.max == c.stored {
+			continue
+		}
+		if st == nil {
+			var err error
+			if st, err = t.stmt(`UPDATE conversations SET max_seq = ? WHERE id = ?`); err != nil {
+				return err
+			}
+		}
+		if _, err := st.ExecContext(t.ctx, c.max, c.id); err != nil {
+			return err
+		}
+		c.stored = c.max
+	}
+	for _, s := range t.senders {
+		s.checked = false
 	}
 	return nil
 }

@@ -44,6 +44,11 @@ type localSeqs struct{ l *seq.Local }
 func (s localSeqs) reserve(t *wtx, conv string, n int64) (int64, error) {
 	return s.l.Next(conv, n, func() (int64, error) {
 		f, _, err := floor(t.ctx, t, conv)
+		// The stored max_seq moves only at the end of the transaction: an
+		// earlier round of this one may have appended above it.
+		if c := t.convs[conv]; c != nil {
+			f = max(f, c.max)
+		}
 		return f, err
 	})
 }

@@ -3,35 +3,51 @@ package storage
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/imserver/imserver/chat"
+	"modernc.org/sqlite"
 )
 
 // writer owns the only write connection. It takes whatever jobs are queued
 // (up to BatchSize, waiting BatchDelay at most), runs them in one BEGIN
-// IMMEDIATE transaction and commits once: one fsync for the batch.
+// IMMEDIATE transaction, adds to it the jobs queued meanwhile (up to
+// BatchSize in all) and commits once: one fsync for the batch.
 type writer struct {
-	db   *sql.DB
+	conn  *sql.Conn // held for the writer's life, used through Raw (wtx.go)
+	dc    any       // the driver connection under conn
+	stmts map[string]*wstmt
+	// insertArgs is reused by every insert of a message.
+	insertArgs [7]driver.NamedValue
+
 	seqs seqSource
+	ckpt *checkpointer
 	opts Options
 
 	jobs chan *job
-	mu   sync.RWMutex // guards closed against submit
+	mu   sync.RWMutex // guards closed against enqueue
 	quit chan struct{}
 	done chan struct{}
 
 	closed bool
 }
 
-// job is a message to append or a function to run in the transaction.
+// job is a message to append (fn nil) or a function to run in the
+// transaction.
 type job struct {
-	msg *chat.Message
+	msg chat.Message
 	fn  func(*wtx) error
 	res chan result
+
+	// Set by the writer while it runs the job.
+	r      result
+	conv   *convTx   // msg's conversation
+	sender *senderTx // msg's (conversation, sender)
 }
 
 type result struct {
@@ -42,53 +58,63 @@ type result struct {
 
 var errClosed = chat.Errorf(chat.EUnavailable, "the server is shutting down")
 
-func newWriter(db *sql.DB, seqs seqSource, opts Options) *writer {
+func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, ckpt *checkpointer, opts Options) (*writer, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
 	w := &writer{
-		db:   db,
-		seqs: seqs,
-		opts: opts,
-		jobs: make(chan *job, 4*opts.BatchSize),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
+		conn:  conn,
+		stmts: make(map[string]*wstmt),
+		seqs:  seqs,
+		ckpt:  ckpt,
+		opts:  opts,
+		jobs:  make(chan *job, 4*opts.BatchSize),
+		quit:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	for i := range w.insertArgs {
+		w.insertArgs[i].Ordinal = i + 1
 	}
 	go w.loop()
-	return w
+	return w, nil
 }
 
-// submit queues j and waits for its result.
-func (w *writer) submit(ctx context.Context, j *job) result {
-	return w.enqueue(ctx, j)()
-}
-
-// enqueue queues j and returns a function that waits for its result. The
-// job may still commit after ctx ends; only the wait is given up.
-func (w *writer) enqueue(ctx context.Context, j *job) func() result {
+// enqueue queues j; j.wait then waits for its result. The error says why
+// j was not queued.
+func (w *writer) enqueue(ctx context.Context, j *job) error {
 	j.res = make(chan result, 1)
 	w.mu.RLock()
+	defer w.mu.RUnlock()
 	if w.closed {
-		w.mu.RUnlock()
-		return func() result { return result{err: errClosed} }
+		return errClosed
 	}
 	select {
 	case w.jobs <- j:
+		return nil
 	case <-ctx.Done():
-		w.mu.RUnlock()
-		return func() result { return result{err: ctx.Err()} }
+		return ctx.Err()
 	}
-	w.mu.RUnlock()
-	return func() result {
-		select {
-		case r := <-j.res:
-			return r
-		case <-ctx.Done():
-			return result{err: ctx.Err()}
-		}
+}
+
+// wait waits for the result of a queued job. The job may still commit
+// after ctx ends; only the wait is given up.
+func (j *job) wait(ctx context.Context) result {
+	select {
+	case r := <-j.res:
+		return r
+	case <-ctx.Done():
+		return result{err: ctx.Err()}
 	}
 }
 
 // exec runs fn in the writer's next transaction.
 func (w *writer) exec(ctx context.Context, fn func(*wtx) error) error {
-	return w.submit(ctx, &job{fn: fn}).err
+	j := &job{fn: fn}
+	if err := w.enqueue(ctx, j); err != nil {
+		return err
+	}
+	return j.wait(ctx).err
 }
 
 // close lets the queued jobs finish, then stops the writer.
@@ -106,19 +132,19 @@ func (w *writer) close() {
 
 func (w *writer) loop() {
 	defer close(w.done)
+	defer w.closeConn()
 	batch := make([]*job, 0, w.opts.BatchSize)
 	for {
 		select {
 		case j := <-w.jobs:
-			batch = w.fill(append(batch[:0], j))
-			w.run(batch)
+			batch = w.run(w.fill(append(batch[:0], j)))
 		case <-w.quit:
 			for {
 				batch = w.fill(batch[:0])
 				if len(batch) == 0 {
 					return
 				}
-				w.run(batch)
+				batch = w.run(batch)
 			}
 		}
 	}
@@ -153,61 +179,83 @@ func (w *writer) fill(batch []*job) []*job {
 	return batch
 }
 
-// wtx is the writer's transaction with the state one batch shares.
-type wtx struct {
-	*sql.Tx
-	ctx context.Context
-
-	version    int64 // last version handed out, 0 until first use
-	versionEnd int64 // value in the counters row at the start
-
-	convMax   map[string]int64     // conv -> largest seq appended
-	senderMax map[[2]string]int64  // (conv, sender) -> largest seq
-	committed []chat.Message       // appended, in order
-	results   map[*job]result      // per job
-	ranges    map[string]*seqRange // seqs reserved per conversation
-	notMember map[[2]string]bool   // (conv, sender) pairs that may not send
-	stmts     map[string]*sql.Stmt // prepared per transaction
-}
-
-// nextVersion hands out the next value of the global version counter.
-func (t *wtx) nextVersion() (int64, error) {
-	if t.version == 0 {
-		if err := t.QueryRowContext(t.ctx, `SELECT value FROM counters WHERE name = 'version'`).Scan(&t.versionEnd); err != nil {
-			return 0, err
+// more adds the jobs queued meanwhile to batch, up to the batch size,
+// without waiting.
+func (w *writer) more(batch []*job) []*job {
+	for len(batch) < w.opts.BatchSize {
+		select {
+		case j := <-w.jobs:
+			batch = append(batch, j)
+		default:
+			return batch
 		}
-		t.version = t.versionEnd
 	}
-	t.version++
-	return t.version, nil
+	return batch
 }
 
-func (t *wtx) stmt(query string) (*sql.Stmt, error) {
-	if s, ok := t.stmts[query]; ok {
-		return s, nil
-	}
-	s, err := t.PrepareContext(t.ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	t.stmts[query] = s
-	return s, nil
+// raw runs f on the writer's driver connection.
+func (w *writer) raw(f func(driverConn) error) error {
+	var ferr error
+	err := w.conn.Raw(func(c any) error {
+		dc, ok := c.(driverConn)
+		if !ok {
+			ferr = fmt.Errorf("storage: the sqlite driver's connection (%T) lacks a method the writer needs", c)
+			return nil
+		}
+		if c != w.dc {
+			// Not expected (conn keeps its driver connection), but
+			// statements belong to the connection they were prepared on.
+			clear(w.stmts)
+			w.dc = c
+		}
+		ferr = f(dc)
+		// Whatever f returns, the connection is fine: an error returned
+		// to Raw could make database/sql discard it.
+		return nil
+	})
+	return errors.Join(err, ferr)
 }
 
-func (w *writer) run(batch []*job) {
+func (w *writer) closeConn() {
+	w.raw(func(driverConn) error {
+		for _, s := range w.stmts {
+			s.ds.Close()
+		}
+		clear(w.stmts)
+		return nil
+	})
+	w.conn.Close()
+}
+
+// run runs batch in one transaction and answers its jobs. Jobs queued
+// while the transaction runs join it (up to BatchSize), so it returns
+// the batch it ended with.
+func (w *writer) run(batch []*job) []*job {
 	start := time.Now()
-	t, err := w.runTx(batch)
+	var t *wtx
+	var frames int
+	err := w.raw(func(dc driverConn) error {
+		var err error
+		t, batch, err = w.runTx(dc, batch)
+		frames = pagesWritten(dc)
+		return err
+	})
 	if err != nil {
-		for c := range t.ranges {
-			w.seqs.rollback(c)
+		if t != nil {
+			for _, c := range t.convs {
+				if c.reserved {
+					w.seqs.rollback(c.id)
+				}
+			}
 		}
 		if !errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("write batch: %w", err)
 		}
 		for _, j := range batch {
 			j.res <- result{err: err}
+			j.conv, j.sender = nil, nil
 		}
-		return
+		return batch
 	}
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.Batch(len(batch), len(t.committed), time.Since(start))
@@ -216,40 +264,199 @@ func (w *writer) run(batch []*job) {
 		w.opts.OnCommit(t.committed)
 	}
 	for _, j := range batch {
-		j.res <- t.results[j]
+		j.res <- j.r
+		j.conv, j.sender = nil, nil
+	}
+	if w.ckpt.committed(frames) {
+		w.ckpt.tail(func() error {
+			return w.raw(func(dc driverConn) error {
+				t := &wtx{w: w, dc: dc}
+				_, _, err := checkpointed(t.QueryRowContext(context.Background(), checkpointSQL))
+				return err
+			})
+		})
+	}
+	return batch
+}
+
+// pagesWritten returns how many pages the connection wrote to the WAL
+// since the last call.
+func pagesWritten(dc driverConn) int {
+	n, _, err := dc.Status(sqlite.DBStatusCacheWrite, true)
+	if err != nil {
+		return 1 // cannot happen for this op; still count the commit
+	}
+	return n
+}
+
+func (w *writer) runTx(dc driverConn, batch []*job) (*wtx, []*job, error) {
+	ctx := context.Background()
+	t := &wtx{
+		w:       w,
+		dc:      dc,
+		ctx:     ctx,
+		convs:   make(map[string]*convTx),
+		senders: make(map[[2]string]*senderTx),
+	}
+	if _, err := dc.ExecContext(ctx, "BEGIN IMMEDIATE", nil); err != nil {
+		return t, batch, err
+	}
+	// Rounds: the jobs queued while a round runs make the next one, until
+	// none are waiting or the batch is full. A sender that queues while a
+	// transaction is open thus shares its commit instead of waiting for
+	// it and then for a commit of its own: larger batches, so fewer
+	// commits, statements per conversation, WAL pages and fsyncs per
+	// message. Queue order is kept, so is commit order.
+	for done := 0; done < len(batch); {
+		if err := w.runRound(t, batch[done:], done); err != nil {
+			return t, batch, t.rollback(err)
+		}
+		done = len(batch)
+		batch = w.more(batch)
+	}
+	if err := w.finishMessages(t); err != nil {
+		return t, batch, t.rollback(err)
+	}
+	w.settle(t)
+	if t.version != 0 {
+		st, err := t.stmt(`UPDATE counters SET value = ? WHERE name = 'version'`)
+		if err == nil {
+			_, err = st.ExecContext(ctx, t.version)
+		}
+		if err != nil {
+			return t, batch, t.rollback(err)
+		}
+	}
+	if _, err := dc.ExecContext(ctx, "COMMIT", nil); err != nil {
+		// A COMMIT that fails may leave the transaction open.
+		return t, batch, t.rollback(err)
+	}
+	return t, batch, nil
+}
+
+// rollback ends the transaction after err, which it returns. The ROLLBACK
+// fails harmlessly when SQLite already rolled back.
+func (t *wtx) rollback(err error) error {
+	t.dc.ExecContext(t.ctx, "ROLLBACK", nil)
+	return err
+}
+
+// runRound runs the jobs of one round; offset is the index of its first
+// job in the batch.
+func (w *writer) runRound(t *wtx, round []*job, offset int) error {
+	// Messages are reserved and checked a run at a time: a function job
+	// between two runs may change membership or visible ranges.
+	for start := 0; start < len(round); {
+		if round[start].fn != nil {
+			if err := w.runFunc(t, round[start], offset+start); err != nil {
+				return err
+			}
+			start++
+			continue
+		}
+		end := start + 1
+		for end < len(round) && round[end].fn == nil {
+			end++
+		}
+		if err := w.reserve(t, round[start:end]); err != nil {
+			return err
+		}
+		for _, j := range round[start:end] {
+			if err := w.appendMessage(t, j); err != nil {
+				return err
+			}
+		}
+		start = end
+	}
+	return nil
+}
+
+// runFunc runs function job j, the i-th of the batch.
+func (w *writer) runFunc(t *wtx, j *job, i int) error {
+	if err := w.beforeFunc(t); err != nil {
+		return err
+	}
+	// A function job that fails is rolled back alone; the rest of the
+	// batch still commits.
+	sp := "j" + strconv.Itoa(i)
+	if _, err := t.ExecContext(t.ctx, "SAVEPOINT "+sp); err != nil {
+		return err
+	}
+	if ferr := j.fn(t); ferr != nil {
+		if _, err := t.ExecContext(t.ctx, "ROLLBACK TO "+sp); err != nil {
+			return err
+		}
+		j.r = result{err: ferr}
+	}
+	_, err := t.ExecContext(t.ctx, "RELEASE "+sp)
+	return err
+}
+
+// settle tells the allocator how far each conversation's reservation was
+// used (duplicates leave its tail unused).
+func (w *writer) settle(t *wtx) {
+	for _, c := range t.convs {
+		if c.reserved && c.r.err == nil {
+			w.seqs.settle(c.id, c.r.end, c.r.next-1)
+		}
 	}
 }
 
-// reserve takes the seqs the batch's messages may need, one call per
+// reserve takes the seqs a round's messages may need, one call per
 // conversation. A conversation whose reservation fails (Redis down) fails
-// its messages alone.
-func (w *writer) reserve(t *wtx, batch []*job) error {
-	counts := make(map[string]int64)
-	senders := make(map[[2]string]bool)
-	for _, j := range batch {
-		if j.msg != nil {
-			counts[j.msg.Conv]++
-			senders[[2]string{j.msg.Conv, j.msg.From}] = true
+// its messages of the round alone.
+func (w *writer) reserve(t *wtx, round []*job) error {
+	var convs []*convTx
+	for _, j := range round {
+		if j.fn != nil {
+			continue
 		}
+		c := t.convs[j.msg.Conv]
+		if c == nil {
+			c = &convTx{id: j.msg.Conv}
+			t.convs[c.id] = c
+		}
+		if c.n == 0 {
+			convs = append(convs, c)
+		}
+		c.n++
+		j.conv = c
+		k := [2]string{j.msg.Conv, j.msg.From}
+		s := t.senders[k]
+		if s == nil {
+			s = &senderTx{conv: k[0], user: k[1]}
+			t.senders[k] = s
+		}
+		j.sender = s
 	}
 	// Membership was checked against a cache before the message was
 	// queued; the transaction decides, so that a kick committed meanwhile
 	// (here or by another process) is never overtaken by a send.
-	member, err := t.stmt(`SELECT COUNT(*) FROM members WHERE conv_id = ? AND user_id = ? AND max_seq IS NULL`)
-	if err != nil {
-		return err
-	}
-	for k := range senders {
-		var n int
-		if err := member.QueryRowContext(t.ctx, k[0], k[1]).Scan(&n); err != nil {
+	for _, j := range round {
+		s := j.sender
+		if s == nil || s.checked {
+			continue
+		}
+		member, err := t.stmt(`SELECT COUNT(*) FROM members WHERE conv_id = ? AND user_id = ? AND max_seq IS NULL`)
+		if err != nil {
 			return err
 		}
-		if n == 0 {
-			t.notMember[k] = true
+		var n int
+		if err := member.QueryRowContext(t.ctx, s.conv, s.user).Scan(&n); err != nil {
+			return err
 		}
+		s.checked, s.member = true, n > 0
 	}
-	for conv, n := range counts {
-		first, err := w.seqs.reserve(t, conv, n)
+	for _, c := range convs {
+		n := c.n
+		c.n = 0
+		if c.reserved && c.r.err == nil {
+			// What an earlier round left unused goes back first, so that
+			// the in-process allocator stays gapless.
+			w.seqs.settle(c.id, c.r.end, c.r.next-1)
+		}
+		c.reserved = true
+		first, err := w.seqs.reserve(t, c.id, n)
 		if err != nil {
 			var e *chat.Error
 			if !errors.As(err, &e) && !errors.Is(err, sql.ErrNoRows) {
@@ -258,80 +465,10 @@ func (w *writer) reserve(t *wtx, batch []*job) error {
 			if errors.Is(err, sql.ErrNoRows) {
 				err = chat.Errorf(chat.ENotFound, "conversation not found")
 			}
-			t.ranges[conv] = &seqRange{err: err}
+			c.r = seqRange{err: err}
 			continue
 		}
-		t.ranges[conv] = &seqRange{next: first, end: first + n - 1}
+		c.r = seqRange{next: first, end: first + n - 1}
 	}
 	return nil
-}
-
-func (w *writer) runTx(batch []*job) (*wtx, error) {
-	ctx := context.Background()
-	t := &wtx{
-		ctx:       ctx,
-		convMax:   make(map[string]int64),
-		senderMax: make(map[[2]string]int64),
-		results:   make(map[*job]result, len(batch)),
-		ranges:    make(map[string]*seqRange),
-		notMember: make(map[[2]string]bool),
-		stmts:     make(map[string]*sql.Stmt),
-	}
-	tx, err := w.db.BeginTx(ctx, nil)
-	if err != nil {
-		return t, err
-	}
-	t.Tx = tx
-	defer func() {
-		for _, s := range t.stmts {
-			s.Close()
-		}
-	}()
-	if err := w.reserve(t, batch); err != nil {
-		tx.Rollback()
-		return t, err
-	}
-	for i, j := range batch {
-		if j.msg != nil {
-			if err := w.appendMessage(t, j); err != nil {
-				tx.Rollback()
-				return t, err
-			}
-			continue
-		}
-		// A function job that fails is rolled back alone; the rest of the
-		// batch still commits.
-		sp := fmt.Sprintf("j%d", i)
-		if _, err := tx.ExecContext(ctx, "SAVEPOINT "+sp); err != nil {
-			tx.Rollback()
-			return t, err
-		}
-		if ferr := j.fn(t); ferr != nil {
-			if _, err := tx.ExecContext(ctx, "ROLLBACK TO "+sp); err != nil {
-				tx.Rollback()
-				return t, err
-			}
-			t.results[j] = result{err: ferr}
-		}
-		if _, err := tx.ExecContext(ctx, "RELEASE "+sp); err != nil {
-			tx.Rollback()
-			return t, err
-		}
-	}
-	if err := w.finishMessages(t); err != nil {
-		tx.Rollback()
-		return t, err
-	}
-	for c, r := range t.ranges {
-		if r.err == nil {
-			w.seqs.settle(c, r.end, r.next-1)
-		}
-	}
-	if t.version != 0 {
-		if _, err := tx.ExecContext(ctx, `UPDATE counters SET value = ? WHERE name = 'version'`, t.version); err != nil {
-			tx.Rollback()
-			return t, err
-		}
-	}
-	return t, tx.Commit()
 }
