@@ -89,7 +89,7 @@ func (s *Service) checkSend(ctx context.Context, from string, req *SendRequest) 
 	}
 	// A retry is answered before the rate limit: it costs nothing and a
 	// client retrying after a timeout must learn its seq.
-	if m, ok := s.dedup.get(req.Conv, from, req.ClientMsgID); ok {
+	if m, ok := s.retried(ctx, from, req); ok {
 		return &m, nil
 	}
 	if ok, wait := s.limits.allow(from, time.Now()); !ok {
