@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -101,19 +100,8 @@ func newLogger(cfg Config) *slog.Logger {
 }
 
 // serve wires the adapters around the domain and runs until ctx ends.
-// defaultGCPercent is the server's GOGC unless the environment sets one.
-const defaultGCPercent = 50
-
 func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	log := newLogger(cfg)
-	// Most of a chat server's memory is its idle sessions, long-lived and
-	// small; the collector's default headroom (GOGC=100: the heap grows to
-	// twice what is live) doubles them. Half of that costs no measurable
-	// throughput here (BENCHMARKS.md). GOGC in the environment decides
-	// when set.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
-	}
 	rdb, err := redisClient(cfg)
 	if err != nil {
 		return err
