@@ -482,19 +482,22 @@ func (s *session) resume() bool {
 
 // writeRound writes the frames of one drained round corked, so that they
 // leave in one write call (or a few, for large rounds).
+//
+// The frames are handed to the library without a context of their own (it
+// would arm a timer per frame): the cork's write deadline bounds the
+// socket writes, and closing the session ends a wait for the library's
+// lock.
 func (s *session) writeRound(frames [][]byte) error {
-	ctx, cancel := context.WithTimeout(s.ctx, s.srv.cfg.WriteTimeout)
-	defer cancel()
-	s.wire.cork()
+	s.wire.cork(s.srv.cfg.WriteTimeout)
 	n := 0
 	for _, b := range frames {
-		if err := s.conn.Write(ctx, websocket.MessageText, b); err != nil {
-			s.wire.uncork(s.srv.cfg.WriteTimeout)
+		if err := s.conn.Write(context.Background(), websocket.MessageText, b); err != nil {
+			s.wire.uncork()
 			return err
 		}
 		n += len(b)
 	}
-	if err := s.wire.uncork(s.srv.cfg.WriteTimeout); err != nil {
+	if err := s.wire.uncork(); err != nil {
 		return err
 	}
 	s.srv.metrics.Frames.Add(float64(len(frames)))

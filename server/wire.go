@@ -90,25 +90,28 @@ func (w *wire) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// cork gathers the following writes until uncork.
-func (w *wire) cork() {
+// cork gathers the following writes until uncork. The socket's write
+// deadline is set for the whole cork, flushes of a large one included, so
+// that the frames can be handed over without a timeout of their own.
+func (w *wire) cork(timeout time.Duration) {
 	w.mu.Lock()
 	w.corked = true
 	if w.buf == nil {
 		w.buf = wireBufs.Get().(*[]byte)
 	}
+	w.Conn.SetWriteDeadline(time.Now().Add(timeout))
 	w.mu.Unlock()
 }
 
-// uncork writes what was gathered, giving up after timeout.
-func (w *wire) uncork(timeout time.Duration) error {
+// uncork writes what was gathered, by the deadline cork set.
+func (w *wire) uncork() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.corked = false
 	if w.buf == nil {
+		w.Conn.SetWriteDeadline(time.Time{})
 		return nil
 	}
-	w.Conn.SetWriteDeadline(time.Now().Add(timeout))
 	err := w.flushLocked()
 	// Later writes (pongs, close frames) are bounded by the library's own
 	// context timeouts; a stale deadline would fail them.

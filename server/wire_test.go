@@ -30,13 +30,13 @@ func TestWireCorkGathersWrites(t *testing.T) {
 	rc := &recordConn{}
 	w := &wire{Conn: rc}
 	w.Write([]byte("a"))
-	w.cork()
+	w.cork(time.Second)
 	w.Write([]byte("bb"))
 	w.Write([]byte("ccc"))
 	if got := len(rc.writes); got != 1 {
 		t.Fatalf("corked writes reached the socket: %d calls", got)
 	}
-	if err := w.uncork(time.Second); err != nil {
+	if err := w.uncork(); err != nil {
 		t.Fatal(err)
 	}
 	w.Write([]byte("d"))
@@ -75,9 +75,9 @@ func TestWireConcurrentWritesStayWhole(t *testing.T) {
 		}
 	}()
 	for i := 0; i < 1000; i++ {
-		w.cork()
+		w.cork(time.Second)
 		frame("[1", "2]")
-		w.uncork(time.Second)
+		w.uncork()
 	}
 	wg.Wait()
 	all := bytes.Join(rc.writes, nil)
@@ -100,7 +100,7 @@ func TestWireConcurrentWritesStayWhole(t *testing.T) {
 func TestWireFlushesLargeCork(t *testing.T) {
 	rc := &recordConn{}
 	w := &wire{Conn: rc}
-	w.cork()
+	w.cork(time.Second)
 	chunk := bytes.Repeat([]byte("x"), 1000)
 	for i := 0; i < 100; i++ {
 		w.Write(chunk)
@@ -108,7 +108,7 @@ func TestWireFlushesLargeCork(t *testing.T) {
 	if len(rc.writes) == 0 {
 		t.Fatal("100 KB gathered without a write")
 	}
-	w.uncork(time.Second)
+	w.uncork()
 	if n := len(bytes.Join(rc.writes, nil)); n != 100*1000 {
 		t.Fatalf("%d bytes written, want %d", n, 100*1000)
 	}
