@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/imserver/imserver/chat"
@@ -54,8 +55,7 @@ type Server struct {
 	ui      http.Handler
 	health  map[string]Pinger
 
-	baseCtx context.Context
-	stop    context.CancelFunc
+	closing atomic.Bool // Shutdown began: no session may start
 	http    *http.Server
 	mux     *http.ServeMux
 }
@@ -63,8 +63,7 @@ type Server struct {
 // New returns a server; ui (may be nil) is served at "/".
 func New(cfg Config, svc *chat.Service, hub *Hub, m *Metrics, ui http.Handler, health map[string]Pinger, log *slog.Logger) *Server {
 	cfg.setDefaults()
-	ctx, stop := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, chat: svc, hub: hub, metrics: m, log: log, ui: ui, health: health, baseCtx: ctx, stop: stop}
+	s := &Server{cfg: cfg, chat: svc, hub: hub, metrics: m, log: log, ui: ui, health: health}
 	s.mux = s.routes()
 	s.http = &http.Server{
 		Handler:           s,
@@ -111,17 +110,21 @@ func (s *Server) Serve(l net.Listener) error {
 // Shutdown stops accepting, ends open requests within ctx and closes every
 // WebSocket with status going away.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
 	err := s.http.Shutdown(ctx)
 	s.hub.CloseAll()
-	// Ending the sessions' contexts aborts their closing handshakes, and
-	// clients would see the connection drop without the going-away
-	// status: wait (within ctx) for the sessions to end first.
+	// Cutting the connections aborts their closing handshakes, and clients
+	// would see them drop without the going-away status: wait (within
+	// ctx) for the sessions to end first, then cut what is left.
 	for len(s.hub.sessions()) > 0 && ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	s.stop()
+	for _, ss := range s.hub.sessions() {
+		ss.conn.CloseNow()
+		ss.cancel()
+	}
 	return err
 }

@@ -73,7 +73,11 @@ type pendingSend struct {
 }
 
 func newSession(srv *Server, conn *websocket.Conn, w *wire, user chat.User, tokenHash string) *session {
-	ctx, cancel := context.WithCancel(srv.baseCtx)
+	// Not a child of the server's context: every child costs an entry in
+	// its parent's map, per idle session. Shutdown closes each session
+	// itself (and run refuses to start once it began), and every close
+	// closes the connection, which ends the reads.
+	ctx, cancel := context.WithCancel(context.Background())
 	return &session{
 		id:        chat.NewID(),
 		user:      user,
@@ -95,6 +99,11 @@ func (s *session) run(v int64) {
 	defer s.cancel()
 	s.srv.hub.add(s)
 	defer s.srv.hub.remove(s)
+	if s.srv.closing.Load() {
+		// Shutdown's CloseAll may have run before add.
+		s.close(websocket.StatusGoingAway, "server shutting down")
+		return
+	}
 	// hello goes first: events delivered since add wait in the queue, and
 	// no writer starts (writing is set) until hello is out.
 	hello, _ := json.Marshal(helloFrame{Type: "hello", User: s.user, Session: s.id, Sequences: sequences{Conversations: v}})
@@ -110,7 +119,10 @@ func (s *session) run(v int64) {
 
 func (s *session) readLoop() {
 	for {
-		typ, r, err := s.conn.Reader(s.ctx)
+		// No context of its own (the library would hold a timer and a
+		// channel for it while the session waits): closing the session
+		// closes the connection, which ends the read.
+		typ, r, err := s.conn.Reader(context.Background())
 		if err == nil && typ != websocket.MessageText {
 			s.close(websocket.StatusUnsupportedData, "binary frames are not supported")
 			return
@@ -150,9 +162,7 @@ func (s *session) handle(f *clientFrame) {
 	ctx := s.ctx
 	switch f.Type {
 	case frameSend:
-		select {
-		case s.inflight <- struct{}{}:
-		case <-ctx.Done():
+		if !s.acquire() {
 			return
 		}
 		wait := s.srv.chat.Submit(ctx, s.user.ID, chat.SendRequest{
@@ -198,9 +208,7 @@ func (s *session) handle(f *clientFrame) {
 // which every idle session keeps, does not grow to the database's depth.
 // Queued requests share the bound of pipelined sends.
 func (s *session) later(fn func()) {
-	select {
-	case s.inflight <- struct{}{}:
-	case <-s.ctx.Done():
+	if !s.acquire() {
 		return
 	}
 	s.taskMu.Lock()
@@ -228,6 +236,23 @@ func (s *session) work() {
 		s.taskMu.Unlock()
 		fn()
 		<-s.inflight
+	}
+}
+
+// acquire takes a slot of the inflight bound, waiting for one unless the
+// session ends. The common case does not touch the context's channel,
+// which would then be allocated for good.
+func (s *session) acquire() bool {
+	select {
+	case s.inflight <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case s.inflight <- struct{}{}:
+		return true
+	case <-s.ctx.Done():
+		return false
 	}
 }
 
@@ -533,6 +558,9 @@ func (s *session) close(code websocket.StatusCode, reason string) {
 		}
 		s.cancel()
 	}()
-	// Give the handshake a moment before the context ends the reads.
-	time.AfterFunc(5*time.Second, s.cancel)
+	// Give the handshake a moment, then end the reads regardless.
+	time.AfterFunc(5*time.Second, func() {
+		s.conn.CloseNow()
+		s.cancel()
+	})
 }

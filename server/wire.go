@@ -150,11 +150,11 @@ type wireWriter struct {
 // Buffer sizes of a hijacked connection, kept by every session for its
 // whole life. The read buffer holds a frame header or a small frame, the
 // wire reads ahead in larger chunks when frames pour in; the write buffer
-// only needs to hold a frame header and a control frame (at most 131
-// bytes), since larger writes go straight through to the wire.
+// holds frame headers and control frames (a larger one takes two writes to
+// the wire, which keeps them in order), larger writes go straight through.
 const (
-	wireReadBuffer  = 256
-	wireWriteBuffer = 256
+	wireReadBuffer  = 128
+	wireWriteBuffer = 128
 )
 
 func (ww *wireWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
