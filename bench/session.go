@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/imserver/imserver/internal/cork"
 )
 
 // syncLimit is the page size of `sync` frames and GET pulls: the protocol's max.
@@ -74,7 +75,7 @@ func (s *session) online() bool {
 func (s *session) connect(ctx context.Context, pull bool) error {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var cc *corkConn
+	var cc *cork.Conn
 	c, resp, err := websocket.Dial(traceConn(dctx, &cc), s.run.api.wsURL(s.user.token), &websocket.DialOptions{HTTPClient: s.run.wsHTTP})
 	if err != nil {
 		if resp != nil {
@@ -328,7 +329,7 @@ func (s *session) tryAcquire() bool {
 
 // sendBatch sends one `send` frame into each of sts, for which the caller
 // holds window slots. The frames leave in one write when the connection
-// allows (see corkConn): a sender whose window freed k slots at once puts
+// allows (see cork.Conn): a sender whose window freed k slots at once puts
 // its k sends in one syscall instead of k. Only the sending goroutine of
 // the session calls it (it owns sendBuf).
 func (s *session) sendBatch(sts []*recvState, bodySize int) error {

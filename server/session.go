@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/internal/cork"
 )
 
 // outItem is one frame waiting in a session's queue. Messages also carry
@@ -39,7 +40,7 @@ type session struct {
 	user      chat.User
 	tokenHash string
 	conn      *websocket.Conn
-	wire      *wire
+	wire      *cork.Conn
 	srv       *Server
 
 	ctx    context.Context
@@ -72,7 +73,7 @@ type pendingSend struct {
 	wait chat.Pending
 }
 
-func newSession(srv *Server, conn *websocket.Conn, w *wire, user chat.User, tokenHash string) *session {
+func newSession(srv *Server, conn *websocket.Conn, w *cork.Conn, user chat.User, tokenHash string) *session {
 	// Not a child of the server's context: every child costs an entry in
 	// its parent's map, per idle session. Shutdown closes each session
 	// itself (and run refuses to start once it began), and every close
@@ -513,16 +514,16 @@ func (s *session) resume() bool {
 // socket writes, and closing the session ends a wait for the library's
 // lock.
 func (s *session) writeRound(frames [][]byte) error {
-	s.wire.cork(s.srv.cfg.WriteTimeout)
+	s.wire.Cork(time.Now().Add(s.srv.cfg.WriteTimeout))
 	n := 0
 	for _, b := range frames {
 		if err := s.conn.Write(context.Background(), websocket.MessageText, b); err != nil {
-			s.wire.uncork()
+			s.wire.Uncork()
 			return err
 		}
 		n += len(b)
 	}
-	if err := s.wire.uncork(); err != nil {
+	if err := s.wire.Uncork(); err != nil {
 		return err
 	}
 	s.srv.metrics.Frames.Add(float64(len(frames)))

@@ -2,117 +2,12 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"net"
-	"sync"
 	"testing"
-	"time"
+
+	"github.com/imserver/imserver/internal/cork"
 )
-
-// recordConn is a net.Conn that keeps each Write call apart.
-type recordConn struct {
-	net.Conn
-	mu     sync.Mutex
-	writes [][]byte
-}
-
-func (c *recordConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.writes = append(c.writes, append([]byte(nil), p...))
-	return len(p), nil
-}
-
-func (c *recordConn) SetWriteDeadline(time.Time) error { return nil }
-
-func TestWireCorkGathersWrites(t *testing.T) {
-	rc := &recordConn{}
-	w := &wire{Conn: rc}
-	w.Write([]byte("a"))
-	w.cork(time.Second)
-	w.Write([]byte("bb"))
-	w.Write([]byte("ccc"))
-	if got := len(rc.writes); got != 1 {
-		t.Fatalf("corked writes reached the socket: %d calls", got)
-	}
-	if err := w.uncork(); err != nil {
-		t.Fatal(err)
-	}
-	w.Write([]byte("d"))
-	want := []string{"a", "bbccc", "d"}
-	if len(rc.writes) != len(want) {
-		t.Fatalf("writes = %q, want %q", rc.writes, want)
-	}
-	for i := range want {
-		if string(rc.writes[i]) != want[i] {
-			t.Fatalf("writes = %q, want %q", rc.writes, want)
-		}
-	}
-}
-
-// A frame from another goroutine (the library's pong) lands whole, before
-// or after a flush, never inside it. frameMu stands for the library's lock
-// around the writes of one frame; cork and uncork are called outside it,
-// as the session's writer does.
-func TestWireConcurrentWritesStayWhole(t *testing.T) {
-	rc := &recordConn{}
-	w := &wire{Conn: rc}
-	var frameMu sync.Mutex
-	frame := func(parts ...string) {
-		frameMu.Lock()
-		defer frameMu.Unlock()
-		for _, p := range parts {
-			w.Write([]byte(p))
-		}
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; i < 1000; i++ {
-			frame("<po", "ng>")
-		}
-	}()
-	for i := 0; i < 1000; i++ {
-		w.cork(time.Second)
-		frame("[1", "2]")
-		w.uncork()
-	}
-	wg.Wait()
-	all := bytes.Join(rc.writes, nil)
-	rest := all
-	for len(rest) > 0 {
-		switch {
-		case bytes.HasPrefix(rest, []byte("<pong>")):
-			rest = rest[len("<pong>"):]
-		case bytes.HasPrefix(rest, []byte("[12]")):
-			rest = rest[len("[12]"):]
-		default:
-			t.Fatalf("interleaved bytes: %q", rest[:min(len(rest), 20)])
-		}
-	}
-	if n := bytes.Count(all, []byte("<pong>")); n != 1000 {
-		t.Fatalf("%d pongs, want 1000", n)
-	}
-}
-
-func TestWireFlushesLargeCork(t *testing.T) {
-	rc := &recordConn{}
-	w := &wire{Conn: rc}
-	w.cork(time.Second)
-	chunk := bytes.Repeat([]byte("x"), 1000)
-	for i := 0; i < 100; i++ {
-		w.Write(chunk)
-	}
-	if len(rc.writes) == 0 {
-		t.Fatal("100 KB gathered without a write")
-	}
-	w.uncork()
-	if n := len(bytes.Join(rc.writes, nil)); n != 100*1000 {
-		t.Fatalf("%d bytes written, want %d", n, 100*1000)
-	}
-}
 
 // scriptConn answers reads from a script of chunks, each as one read.
 type scriptConn struct {
@@ -132,33 +27,6 @@ func (c *scriptConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// Reads go through a pooled chunk only after a read filled the caller's
-// small buffer, and the bytes come out in order either way.
-func TestWireReadsAheadWhenBusy(t *testing.T) {
-	big := bytes.Repeat([]byte("0123456789"), 3000)
-	sc := &scriptConn{chunks: [][]byte{[]byte("small"), big, []byte("tail")}}
-	w := &wire{Conn: sc}
-	var got []byte
-	p := make([]byte, 256)
-	for {
-		n, err := w.Read(p)
-		got = append(got, p[:n]...)
-		if n == 5 && w.chunk != nil {
-			t.Fatal("a short read took a chunk")
-		}
-		if err != nil {
-			break
-		}
-	}
-	want := append(append([]byte("small"), big...), "tail"...)
-	if !bytes.Equal(got, want) {
-		t.Fatalf("read %d bytes, want %d, in order", len(got), len(want))
-	}
-	if w.chunk != nil || w.ahead != nil {
-		t.Fatal("chunk kept after draining")
-	}
-}
-
 // Bytes already buffered by the HTTP server move into the small reader.
 func TestSmallReaderKeepsBufferedBytes(t *testing.T) {
 	sc := &scriptConn{chunks: [][]byte{[]byte("early"), []byte(" and later")}}
@@ -166,7 +34,7 @@ func TestSmallReaderKeepsBufferedBytes(t *testing.T) {
 	if _, err := old.Peek(5); err != nil {
 		t.Fatal(err)
 	}
-	w := &wire{Conn: sc}
+	w := cork.New(sc)
 	r := smallReader(old, w)
 	if r == old {
 		t.Fatal("kept the HTTP server's buffer")
