@@ -1,0 +1,170 @@
+// Package postgres keeps imserver's state in PostgreSQL, for nodes on
+// several hosts: the same chat.Store as package storage (SQLite), with one
+// writer per node that commits whatever is queued in one transaction (group
+// commit), and a pool of connections for reads.
+//
+// Ordering across nodes: every write transaction first locks the row of the
+// version counter (writer.go) and holds it until COMMIT. Write transactions
+// of all nodes therefore commit one after another, in the order they took
+// their versions and seqs; a reader's snapshot always holds a prefix of both,
+// so a client syncing "after version V" or "after seq S" never skips an
+// entry that commits later with a smaller number. Each transaction carries a
+// whole batch of its node's writes, so this costs one lock hand-over per
+// batch, not per message.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/seq"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+)
+
+// Options tune the store.
+type Options struct {
+	// BatchSize bounds the jobs of one write transaction.
+	BatchSize int
+	// BatchDelay is how long the writer waits for more jobs after the first
+	// of a batch; 0 takes only what is already queued.
+	BatchDelay time.Duration
+	// MaxConns is the size of the connection pool (readers and the writer).
+	MaxConns int32
+	// BatchTimeout bounds one write transaction, so that a PostgreSQL that
+	// stops answering (a cut link) fails the batch instead of stalling the
+	// writer forever.
+	BatchTimeout time.Duration
+	// OnCommit receives every batch of newly stored messages right after
+	// its commit, in seq order.
+	OnCommit func([]chat.Message)
+	// Metrics observes the writer; nil for none.
+	Metrics WriterMetrics
+	// Redis, when set, allocates seqs in blocks whose bound is persisted in
+	// the write transaction; without it seqs come from the conversation row.
+	Redis       redis.UniversalClient
+	RedisPrefix string
+	RedisAlloc  seq.RedisAllocOptions
+}
+
+// WriterMetrics observes the group commit.
+type WriterMetrics interface {
+	Batch(jobs, messages int, commit time.Duration)
+}
+
+// DB is the PostgreSQL store. It implements chat.Store.
+type DB struct {
+	pool *pgxpool.Pool
+	opts Options
+	w    *writer
+}
+
+var _ chat.Store = (*DB)(nil)
+
+// connectTimeout bounds connecting at start, so that a wrong host fails
+// quickly and clearly.
+const connectTimeout = 10 * time.Second
+
+// Open connects to the database at url (postgres://user:pass@host/db),
+// migrates it and starts the writer.
+func Open(ctx context.Context, url string, opts Options) (*DB, error) {
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 1000
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 16
+	}
+	if opts.BatchTimeout <= 0 {
+		opts.BatchTimeout = 10 * time.Second
+	}
+	if opts.OnCommit == nil {
+		opts.OnCommit = func([]chat.Message) {}
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx's parse errors never repeat the password.
+		return nil, fmt.Errorf("postgres: bad database URL: %w", err)
+	}
+	cfg.MaxConns = opts.MaxConns
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	where := fmt.Sprintf("%s@%s:%d/%s", cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres %s: %w", where, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres %s: cannot connect: %w", where, err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres %s: %w", where, err)
+	}
+	db := &DB{pool: pool, opts: opts}
+	var seqs seqSource = rowSeqs{}
+	if opts.Redis != nil {
+		seqs = newRedisSeqs(seq.NewRedisAllocator(opts.Redis, opts.RedisPrefix, txBounds{}, opts.RedisAlloc))
+	}
+	db.w = newWriter(pool, seqs, opts)
+	return db, nil
+}
+
+// Close stops the writer after the queued jobs and closes the pool.
+func (db *DB) Close() error {
+	db.w.close()
+	db.pool.Close()
+	return nil
+}
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	return wrap(db.pool.Ping(ctx))
+}
+
+// Pool is the connection pool, for tools (migrate-to-postgres) and tests.
+func (db *DB) Pool() *pgxpool.Pool { return db.pool }
+
+var errUnavailable = chat.Errorf(chat.EUnavailable, "the database is unavailable")
+
+// wrap turns what the database or the network did into the errors the
+// domain knows. Lost connections, a server shutting down or restarting,
+// too many connections and timeouts are `unavailable`: the client retries
+// (with its client_msg_id, which dedup makes safe) and the node keeps
+// running until PostgreSQL is back. Anything else stays an internal error.
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *chat.Error
+	if errors.As(err, &ce) || errors.Is(err, pgx.ErrNoRows) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case len(pe.Code) >= 2 && (pe.Code[:2] == "08" || pe.Code[:2] == "53" || pe.Code[:2] == "57"),
+			pe.Code == "40001", pe.Code == "40P01", pe.Code == "25006": // serialization, deadlock, read-only standby
+			return fmt.Errorf("%w (%s)", errUnavailable, pe.Code)
+		}
+		return err
+	}
+	// Not an answer of the server: the connection failed, timed out or was
+	// closed under us.
+	return errors.Join(errUnavailable, err)
+}
+
+func isUnique(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+func nowMS() int64 { return time.Now().UnixMilli() }

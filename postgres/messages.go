@@ -1,0 +1,351 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/imserver/imserver/chat"
+	"github.com/jackc/pgx/v5"
+)
+
+// Append implements chat.MessageStore.
+func (db *DB) Append(ctx context.Context, m chat.Message) chat.Pending {
+	j := &job{msg: m}
+	if err := db.w.enqueue(ctx, j); err != nil {
+		return func() (chat.Message, bool, error) { return chat.Message{}, false, err }
+	}
+	return func() (chat.Message, bool, error) {
+		r := j.wait(ctx)
+		return r.msg, r.dup, r.err
+	}
+}
+
+type msgKey struct{ conv, from, cmid string }
+
+// appendRun stores a run of messages queued one after another. A round trip
+// costs more than a row here, so each step is one statement for the whole
+// run: lock the conversations, check the senders, look up earlier sends of
+// the same client_msg_ids, insert.
+func (w *writer) appendRun(t *wtx, run []*job) error {
+	if err := w.lockConvs(t, run); err != nil {
+		return err
+	}
+	if err := w.checkSenders(t, run); err != nil {
+		return err
+	}
+	prev, err := w.earlier(t, run)
+	if err != nil {
+		return err
+	}
+	// Decide each message in queue order; a retry queued in the same run
+	// is a duplicate of the first send.
+	fresh := make(map[msgKey]int, len(run)) // key -> index in run
+	count := make(map[*convTx]int64)
+	for i, j := range run {
+		m := j.msg
+		c := t.convs[m.Conv]
+		switch {
+		case c == nil:
+			j.r = result{err: chat.Errorf(chat.ENotFound, "conversation not found")}
+		case !t.senders[[2]string{m.Conv, m.From}].member:
+			j.r = result{err: chat.Errorf(chat.ENotMember, "not a member of this conversation")}
+		default:
+			k := msgKey{m.Conv, m.From, m.ClientMsgID}
+			if p, ok := prev[k]; ok {
+				j.r = result{msg: p, dup: true}
+			} else if _, ok := fresh[k]; ok {
+				j.r = result{dup: true} // filled in below
+			} else {
+				fresh[k] = i
+				count[c]++
+				j.r = result{}
+				continue
+			}
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	// Seqs, one reservation per conversation, in order of first use so
+	// that the answer does not depend on map order.
+	first := make(map[*convTx]int64, len(count))
+	failed := make(map[*convTx]error)
+	for _, j := range run {
+		c := t.convs[j.msg.Conv]
+		if c == nil || count[c] == 0 {
+			continue
+		}
+		if _, ok := first[c]; ok {
+			continue
+		}
+		if _, ok := failed[c]; ok {
+			continue
+		}
+		s, err := w.seqs.reserve(t, c, count[c])
+		if err != nil {
+			var ce *chat.Error
+			if !errors.As(err, &ce) {
+				return err
+			}
+			failed[c] = err
+			continue
+		}
+		first[c] = s
+	}
+	n := len(fresh)
+	convs, seqs, froms, cmids, kinds, bodies, tss := make([]string, 0, n), make([]int64, 0, n), make([]string, 0, n),
+		make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]int64, 0, n)
+	ts := nowMS()
+	for i, j := range run {
+		m := j.msg
+		k := msgKey{m.Conv, m.From, m.ClientMsgID}
+		if idx, ok := fresh[k]; !ok || idx != i {
+			continue
+		}
+		c := t.convs[m.Conv]
+		if err := failed[c]; err != nil {
+			j.r = result{err: err}
+			delete(fresh, k)
+			continue
+		}
+		m.Seq = first[c]
+		first[c]++
+		m.TS = ts
+		convs, seqs, froms, cmids, kinds, bodies, tss = append(convs, m.Conv), append(seqs, m.Seq), append(froms, m.From),
+			append(cmids, m.ClientMsgID), append(kinds, m.Kind), append(bodies, m.Body), append(tss, m.TS)
+		if c.max == 0 {
+			t.touched = append(t.touched, c)
+		}
+		c.max = m.Seq
+		t.senders[[2]string{m.Conv, m.From}].max = m.Seq
+		t.committed = append(t.committed, m)
+		m.Origin = ""
+		j.r = result{msg: m}
+	}
+	for _, j := range run {
+		if j.r.dup && j.r.msg.Seq == 0 && j.r.err == nil {
+			m := j.msg
+			i, ok := fresh[msgKey{m.Conv, m.From, m.ClientMsgID}]
+			if !ok {
+				// The first send failed (its seqs were unavailable): so does
+				// the retry.
+				j.r = result{err: failed[t.convs[m.Conv]]}
+				continue
+			}
+			j.r = result{msg: run[i].r.msg, dup: true}
+		}
+	}
+	if len(convs) == 0 {
+		return nil
+	}
+	// No ON CONFLICT: the earlier sends were looked up with the
+	// conversation rows locked, so a unique violation here is a bug and
+	// fails the batch rather than storing anything twice.
+	_, err = t.tx.Exec(t.ctx, `INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts)
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[])`,
+		convs, seqs, froms, cmids, kinds, bodies, tss)
+	return err
+}
+
+// lockConvs locks the rows of the run's conversations not yet locked by
+// this transaction, in id order.
+func (w *writer) lockConvs(t *wtx, run []*job) error {
+	var ids []string
+	for _, j := range run {
+		if _, ok := t.convs[j.msg.Conv]; !ok && !slices.Contains(ids, j.msg.Conv) {
+			ids = append(ids, j.msg.Conv)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	slices.Sort(ids)
+	rows, err := t.tx.Query(t.ctx, `SELECT id, kind, GREATEST(max_seq, seq_bound) FROM conversations WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		c := &convTx{}
+		var floor int64
+		if err := rows.Scan(&c.id, &c.kind, &floor); err != nil {
+			return err
+		}
+		c.next = floor + 1
+		t.convs[c.id] = c
+	}
+	return rows.Err()
+}
+
+// checkSenders reads, inside the transaction, whether each sender of the
+// run is a current member: a kick committed meanwhile (here or on another
+// node) is never overtaken by a send.
+func (w *writer) checkSenders(t *wtx, run []*job) error {
+	var convs, users []string
+	for _, j := range run {
+		k := [2]string{j.msg.Conv, j.msg.From}
+		s := t.senders[k]
+		if s == nil {
+			s = &senderTx{conv: k[0], user: k[1]}
+			t.senders[k] = s
+		}
+		if !s.checked {
+			s.checked, s.member = true, false
+			convs, users = append(convs, k[0]), append(users, k[1])
+		}
+	}
+	if len(convs) == 0 {
+		return nil
+	}
+	rows, err := t.tx.Query(t.ctx, `SELECT m.conv_id, m.user_id FROM members m
+		JOIN unnest($1::text[], $2::text[]) AS k(c, u) ON m.conv_id = k.c AND m.user_id = k.u
+		WHERE m.max_seq IS NULL`, convs, users)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k [2]string
+		if err := rows.Scan(&k[0], &k[1]); err != nil {
+			return err
+		}
+		t.senders[k].member = true
+	}
+	return rows.Err()
+}
+
+// earlier returns the messages already stored under the client_msg_ids of
+// the run.
+func (w *writer) earlier(t *wtx, run []*job) (map[msgKey]chat.Message, error) {
+	n := len(run)
+	convs, froms, cmids := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	for _, j := range run {
+		convs, froms, cmids = append(convs, j.msg.Conv), append(froms, j.msg.From), append(cmids, j.msg.ClientMsgID)
+	}
+	rows, err := t.tx.Query(t.ctx, `SELECT m.conv_id, m.sender_id, m.client_msg_id, m.seq, m.kind, m.body, m.ts FROM messages m
+		JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(c, s, i) ON m.conv_id = k.c AND m.sender_id = k.s AND m.client_msg_id = k.i`,
+		convs, froms, cmids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	prev := make(map[msgKey]chat.Message)
+	for rows.Next() {
+		var m chat.Message
+		if err := rows.Scan(&m.Conv, &m.From, &m.ClientMsgID, &m.Seq, &m.Kind, &m.Body, &m.TS); err != nil {
+			return nil, err
+		}
+		prev[msgKey{m.Conv, m.From, m.ClientMsgID}] = m
+	}
+	return prev, rows.Err()
+}
+
+// finishMessages moves each conversation's max_seq and version once per
+// batch, and the senders' own markers: whoever sends has read what came
+// before.
+func (w *writer) finishMessages(t *wtx) error {
+	if len(t.touched) == 0 {
+		return nil
+	}
+	ids, maxes, versions := make([]string, 0, len(t.touched)), make([]int64, 0, len(t.touched)), make([]int64, 0, len(t.touched))
+	for _, c := range t.touched {
+		v, _ := t.nextVersion()
+		ids, maxes, versions = append(ids, c.id), append(maxes, c.max), append(versions, v)
+	}
+	if _, err := t.tx.Exec(t.ctx, `UPDATE conversations c SET max_seq = u.m, version = u.v
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, m, v) WHERE c.id = u.id`, ids, maxes, versions); err != nil {
+		return err
+	}
+	var convs, users []string
+	var seqs []int64
+	for _, s := range t.senders {
+		if s.max != 0 {
+			convs, users, seqs = append(convs, s.conv), append(users, s.user), append(seqs, s.max)
+		}
+	}
+	_, err := t.tx.Exec(t.ctx, `UPDATE members m SET read_seq = GREATEST(m.read_seq, u.s), last_ack_seq = GREATEST(m.last_ack_seq, u.s)
+		FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(c, usr, s) WHERE m.conv_id = u.c AND m.user_id = u.usr`, convs, users, seqs)
+	return err
+}
+
+// beforeFunc readies the transaction for a function job, which reads
+// conversations.max_seq to set visible ranges and may change who is a
+// member.
+func (w *writer) beforeFunc(t *wtx) error {
+	var ids []string
+	var maxes []int64
+	for _, c := range t.touched {
+		if c.max != c.stored {
+			ids, maxes = append(ids, c.id), append(maxes, c.max)
+			c.stored = c.max
+		}
+	}
+	if len(ids) > 0 {
+		if _, err := t.tx.Exec(t.ctx, `UPDATE conversations c SET max_seq = u.m
+			FROM unnest($1::text[], $2::bigint[]) AS u(id, m) WHERE c.id = u.id`, ids, maxes); err != nil {
+			return err
+		}
+	}
+	for _, s := range t.senders {
+		s.checked = false
+	}
+	return nil
+}
+
+// Messages implements chat.MessageStore.
+func (db *DB) Messages(ctx context.Context, conv, user string, q chat.PageQuery) (chat.Page, error) {
+	var lo, hi int64
+	err := db.pool.QueryRow(ctx, `SELECT m.min_seq, COALESCE(m.max_seq, c.max_seq)
+		FROM conversations c JOIN members m ON m.conv_id = c.id AND m.user_id = $1 WHERE c.id = $2`, user, conv).Scan(&lo, &hi)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return chat.Page{}, db.missingMember(ctx, conv)
+	} else if err != nil {
+		return chat.Page{}, wrap(err)
+	}
+	// Rows above hi may be committed by now; they are left out, so the
+	// page is what the member row allowed at hi.
+	page := chat.Page{Messages: []chat.Message{}, MaxSeq: hi}
+	var rows pgx.Rows
+	if q.Backward {
+		rows, err = db.pool.Query(ctx, `SELECT seq, sender_id, client_msg_id, kind, body, ts FROM messages
+			WHERE conv_id = $1 AND seq < $2 AND seq >= $3 ORDER BY seq DESC LIMIT $4`, conv, min(q.Before, hi+1), lo, q.Limit+1)
+	} else {
+		rows, err = db.pool.Query(ctx, `SELECT seq, sender_id, client_msg_id, kind, body, ts FROM messages
+			WHERE conv_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4`, conv, max(q.After, lo-1), hi, q.Limit+1)
+	}
+	if err != nil {
+		return chat.Page{}, wrap(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		m := chat.Message{Conv: conv}
+		if err := rows.Scan(&m.Seq, &m.From, &m.ClientMsgID, &m.Kind, &m.Body, &m.TS); err != nil {
+			return chat.Page{}, wrap(err)
+		}
+		page.Messages = append(page.Messages, m)
+	}
+	if err := rows.Err(); err != nil {
+		return chat.Page{}, wrap(err)
+	}
+	page.Completed = len(page.Messages) <= q.Limit
+	if !page.Completed {
+		page.Messages = page.Messages[:q.Limit]
+	}
+	if q.Backward {
+		slices.Reverse(page.Messages)
+	}
+	return page, nil
+}
+
+// missingMember tells not_found (no such conversation) from not_member.
+func (db *DB) missingMember(ctx context.Context, conv string) error {
+	var n int
+	if err := db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM conversations WHERE id = $1`, conv).Scan(&n); err != nil {
+		return wrap(err)
+	}
+	if n == 0 {
+		return chat.Errorf(chat.ENotFound, "conversation not found")
+	}
+	return chat.Errorf(chat.ENotMember, "not a member of this conversation")
+}
