@@ -25,6 +25,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// Password is the superuser's password of every test server.
+const Password = "imserver-test"
+
 // Server is a PostgreSQL started by a test.
 type Server struct {
 	Dir    string // temporary directory: data/, sock/, log
@@ -97,8 +100,15 @@ func Start(addr string) (*Server, error) {
 			}
 		}
 	}
-	// --no-sync only for the bootstrap files; the server runs with fsync.
-	initdb := s.command("initdb", "-D", filepath.Join(dir, "data"), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	// Password authentication, as in production, so that a wrong password
+	// can be tested; --no-sync only for the bootstrap files: the server
+	// runs with fsync.
+	pwfile := filepath.Join(dir, "pwfile")
+	if err := os.WriteFile(pwfile, []byte(Password+"\n"), 0o644); err != nil {
+		return nil, s.fail(err)
+	}
+	initdb := s.command("initdb", "-D", filepath.Join(dir, "data"), "-U", "postgres", "--auth=scram-sha-256", "--pwfile", pwfile,
+		"-E", "UTF8", "--locale=C", "--no-sync")
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, s.fail(fmt.Errorf("initdb: %v\n%s", err, out))
 	}
@@ -183,8 +193,11 @@ func (s *Server) start() error {
 
 // URL is the address of database db as the superuser.
 func (s *Server) URL(db string) string {
-	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", net.JoinHostPort(s.Addr, strconv.Itoa(s.Port)), db)
+	return fmt.Sprintf("postgres://postgres:%s@%s/%s?sslmode=disable", Password, s.HostPort(), db)
 }
+
+// HostPort is the server's host:port.
+func (s *Server) HostPort() string { return net.JoinHostPort(s.Addr, strconv.Itoa(s.Port)) }
 
 // NewDB creates an empty schema for one test and returns a URL whose
 // connections use it (search_path). Dropped when the test ends.
