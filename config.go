@@ -46,6 +46,13 @@ type Config struct {
 		BatchDelay  time.Duration `yaml:"batch_delay"`
 		Readers     int           `yaml:"readers"`
 	} `yaml:"sqlite"`
+	// Postgres tunes the PostgreSQL store, used when db is a postgres:// URL.
+	Postgres struct {
+		BatchSize    int           `yaml:"batch_size"`
+		BatchDelay   time.Duration `yaml:"batch_delay"`
+		MaxConns     int32         `yaml:"max_conns"`
+		BatchTimeout time.Duration `yaml:"batch_timeout"`
+	} `yaml:"postgres"`
 	WebSocket struct {
 		AllowedOrigins []string      `yaml:"allowed_origins"`
 		SessionQueue   int           `yaml:"session_queue"`
@@ -102,6 +109,9 @@ func defaultConfig() Config {
 	c.Limits.SendBurst = 200
 	c.SQLite.Synchronous = "FULL"
 	c.SQLite.BatchSize = 1000
+	c.Postgres.BatchSize = 1000
+	c.Postgres.MaxConns = 16
+	c.Postgres.BatchTimeout = 10 * time.Second
 	c.WebSocket.SessionQueue = 512
 	c.WebSocket.WriteTimeout = 10 * time.Second
 	c.Chat.AckFlushInterval = 200 * time.Millisecond
@@ -155,6 +165,9 @@ func (c *Config) validate() error {
 		if c.Storm.Window <= 0 || c.Storm.FlushInterval <= 0 {
 			return fmt.Errorf("storm.window and storm.flush_interval must be positive")
 		}
+	}
+	if c.Postgres.BatchSize < 1 || c.Postgres.MaxConns < 2 || c.Postgres.BatchTimeout <= 0 {
+		return fmt.Errorf("postgres: batch_size must be >= 1, max_conns >= 2 (the writer holds one) and batch_timeout positive")
 	}
 	if c.Events.Capacity < 1 {
 		return fmt.Errorf("events.capacity must be >= 1, not %d", c.Events.Capacity)

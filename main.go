@@ -15,9 +15,7 @@ import (
 
 	"github.com/imserver/imserver/bench"
 	"github.com/imserver/imserver/chat"
-	"github.com/imserver/imserver/seq"
 	"github.com/imserver/imserver/server"
-	"github.com/imserver/imserver/storage"
 	"github.com/imserver/imserver/web"
 	"github.com/spf13/cobra"
 )
@@ -69,9 +67,7 @@ func serveCommand() *cobra.Command {
 			if cmd.Flags().Changed("addr") {
 				cfg.Addr = addr
 			}
-			if cmd.Flags().Changed("db") {
-				cfg.DB = db
-			}
+			applyDB(cmd, &cfg, db)
 			if cmd.Flags().Changed("redis") {
 				cfg.Redis = redisURL
 			}
@@ -82,7 +78,7 @@ func serveCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&configPath, "config", "", "YAML configuration file")
 	cmd.Flags().StringVar(&addr, "addr", "", "listen address (default 127.0.0.1:8080)")
-	cmd.Flags().StringVar(&db, "db", "", "SQLite database file (default imserver.db)")
+	cmd.Flags().StringVar(&db, "db", "", "SQLite database file or postgres://user:pass@host/db (default imserver.db; env IMSERVER_DB)")
 	cmd.Flags().StringVar(&redisURL, "redis", "", "redis://host:port/db; empty runs in process only")
 	return cmd
 }
@@ -126,16 +122,10 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	events := eventQueue(cfg, rdb)
 	metrics.WatchEventQueue(events)
 	var svc *chat.Service
-	db, err := storage.Open(ctx, cfg.DB, storage.Options{
-		Synchronous: cfg.SQLite.Synchronous,
-		BatchSize:   cfg.SQLite.BatchSize,
-		BatchDelay:  cfg.SQLite.BatchDelay,
-		Readers:     cfg.SQLite.Readers,
-		OnCommit:    func(m []chat.Message) { svc.Committed(m) },
-		Metrics:     metrics,
-		Redis:       rdb,
-		RedisPrefix: cfg.RedisPrefix,
-		RedisAlloc:  seq.RedisAllocOptions{GroupBlock: cfg.Seq.GroupBlock, DirectBlock: cfg.Seq.DirectBlock},
+	db, dbName, err := openStore(ctx, cfg, storeOptions{
+		onCommit: func(m []chat.Message) { svc.Committed(m) },
+		metrics:  metrics,
+		redis:    rdb,
 	})
 	if err != nil {
 		return err
@@ -149,7 +139,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	if bus != nil {
 		bus.Attach(svc)
 	}
-	health["sqlite"] = db.Ping
+	health[dbName] = db.Ping
 	srv := server.New(server.Config{
 		MaxRequestBytes: cfg.Limits.MaxRequestBytes,
 		MaxFrameBytes:   cfg.Limits.MaxFrameBytes,
@@ -165,7 +155,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		db.Close()
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on http://%s (database %s)\n", version, l.Addr(), cfg.DB)
+	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on http://%s (database %s)\n", version, l.Addr(), displayDB(cfg.DB))
 	hooks := server.NewWebhooks(events, webhooks(cfg), server.WebhookOptions{
 		Timeout:      cfg.Events.WebhookTimeout,
 		Attempts:     cfg.Events.WebhookAttempts,

@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/imserver/imserver/chat"
-	"github.com/imserver/imserver/storage"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -23,7 +22,7 @@ func userCommand() *cobra.Command {
 	var configPath, db string
 	cmd := &cobra.Command{Use: "user", Short: "Manage accounts"}
 	cmd.PersistentFlags().StringVar(&configPath, "config", "", "YAML configuration file")
-	cmd.PersistentFlags().StringVar(&db, "db", "", "SQLite database file (default imserver.db)")
+	cmd.PersistentFlags().StringVar(&db, "db", "", "SQLite database file or postgres:// URL (default imserver.db; env IMSERVER_DB)")
 
 	// withService opens the database for one command.
 	withService := func(cmd *cobra.Command, fn func(context.Context, *chat.Service) error) error {
@@ -31,11 +30,9 @@ func userCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if cmd.Flags().Changed("db") {
-			cfg.DB = db
-		}
+		applyDB(cmd, &cfg, db)
 		ctx := cmd.Context()
-		store, err := storage.Open(ctx, cfg.DB, storage.Options{Synchronous: cfg.SQLite.Synchronous})
+		store, _, err := openStore(ctx, cfg, storeOptions{})
 		if err != nil {
 			return err
 		}

@@ -154,6 +154,10 @@ func wrap(err error) error {
 		case len(pe.Code) >= 2 && (pe.Code[:2] == "08" || pe.Code[:2] == "53" || pe.Code[:2] == "57"),
 			pe.Code == "40001", pe.Code == "40P01", pe.Code == "25006": // serialization, deadlock, read-only standby
 			return fmt.Errorf("%w (%s)", errUnavailable, pe.Code)
+		case pe.Code[:2] == "22":
+			// Data PostgreSQL cannot hold (a NUL byte in text, a number
+			// out of range): the request's fault.
+			return chat.Errorf(chat.EBadRequest, "invalid value: %s", pe.Message)
 		}
 		return err
 	}

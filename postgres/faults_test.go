@@ -216,3 +216,32 @@ func TestRestartUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d acked, %d stored, %d unavailable answers", len(acked), len(stored), unavailable)
 }
+
+// TestUnstorableTextAlone: text PostgreSQL cannot hold (a NUL byte) fails
+// its own message, not the batch it shares.
+func TestUnstorableTextAlone(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, pg.NewDB(t), Options{BatchDelay: 100 * time.Millisecond})
+	if err := db.CreateGroup(ctx, "g", "g", "u", nil); err != nil {
+		t.Fatal(err)
+	}
+	a := db.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "a", Kind: "text", Body: "a"})
+	bad := db.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "b", Kind: "text", Body: "nul\x00"})
+	badID := db.Append(ctx, chat.Message{Conv: "g\x00", From: "u", ClientMsgID: "c", Kind: "text", Body: "c"})
+	c := db.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "c", Kind: "text", Body: "c"})
+	if m, _, err := a(); err != nil || m.Seq != 1 {
+		t.Errorf("a: %d %v", m.Seq, err)
+	}
+	for _, p := range []chat.Pending{bad, badID} {
+		if _, _, err := p(); chat.ErrorCode(err) != chat.EBadRequest {
+			t.Errorf("unstorable: got %v, want bad_request", err)
+		}
+	}
+	if m, _, err := c(); err != nil || m.Seq != 2 {
+		t.Errorf("c: %d %v", m.Seq, err)
+	}
+	err := db.CreateUser(ctx, chat.User{ID: "x", Username: "x\x00", DisplayName: "x"}, "h")
+	if chat.ErrorCode(err) != chat.EBadRequest {
+		t.Errorf("user with a NUL: got %v", err)
+	}
+}

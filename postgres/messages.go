@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/imserver/imserver/chat"
 	"github.com/jackc/pgx/v5"
@@ -21,6 +23,12 @@ func (db *DB) Append(ctx context.Context, m chat.Message) chat.Pending {
 	}
 }
 
+// storable reports whether PostgreSQL's text type takes s: valid UTF-8
+// without NUL bytes (SQLite takes both).
+func storable(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
 type msgKey struct{ conv, from, cmid string }
 
 // appendRun stores a run of messages queued one after another. A round trip
@@ -28,6 +36,20 @@ type msgKey struct{ conv, from, cmid string }
 // run: lock the conversations, check the senders, look up earlier sends of
 // the same client_msg_ids, insert.
 func (w *writer) appendRun(t *wtx, run []*job) error {
+	// What PostgreSQL's text cannot hold is refused alone: in a statement
+	// it would fail the whole batch.
+	ok := run[:0:0]
+	for _, j := range run {
+		m := j.msg
+		if storable(m.Conv) && storable(m.From) && storable(m.ClientMsgID) && storable(m.Body) && storable(m.Kind) {
+			ok = append(ok, j)
+		} else {
+			j.r = result{err: chat.Errorf(chat.EBadRequest, "text with a NUL byte or invalid UTF-8 cannot be stored")}
+		}
+	}
+	if run = ok; len(run) == 0 {
+		return nil
+	}
 	if err := w.lockConvs(t, run); err != nil {
 		return err
 	}

@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,7 +71,7 @@ func newServer(t *testing.T, opts ...func(*testConfig)) *testServer {
 	ts := &testServer{
 		t:    t,
 		cfg:  cfg,
-		path: filepath.Join(t.TempDir(), "imserver.db"),
+		path: testDBPath(t),
 		http: &http.Client{Timeout: waitTimeout, Transport: &http.Transport{}},
 		logs: &syncBuffer{},
 	}
@@ -91,19 +90,12 @@ func (ts *testServer) start() {
 	t := ts.t
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(ts.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx := context.Background()
 	metrics := server.NewMetrics()
 	hub := server.NewHub(log, metrics)
 	var svc *chat.Service
-	opts := ts.cfg.storage
-	opts.OnCommit = func(m []chat.Message) { svc.Committed(m) }
-	opts.Metrics = metrics
-	db, err := storage.Open(ctx, ts.path, opts)
-	if err != nil {
-		t.Fatalf("storage.Open: %v", err)
-	}
+	db, dbName := ts.openStore(func(m []chat.Message) { svc.Committed(m) }, metrics)
 	svc = chat.NewService(db, hub, ts.cfg.chat, log)
-	srv := server.New(ts.cfg.server, svc, hub, metrics, nil, map[string]server.Pinger{"sqlite": db.Ping}, log)
+	srv := server.New(ts.cfg.server, svc, hub, metrics, nil, map[string]server.Pinger{dbName: db.Ping}, log)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		svc.Close()
