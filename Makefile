@@ -9,8 +9,10 @@ build:
 run:
 	$(GO) run . serve
 
+# The protocol tests run a second time on PostgreSQL (started by the tests).
 test:
 	$(GO) test -race -count=1 ./...
+	IMSERVER_TEST_STORE=postgres $(GO) test -race -count=1 ./server/
 
 lint:
 	gofmt -l . | tee /dev/stderr | (! read)

@@ -36,7 +36,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(serveCommand(), userCommand(), versionCommand(), bench.Command())
+	root.AddCommand(serveCommand(), userCommand(), versionCommand(), migrateToPostgresCommand(), bench.Command())
 	return root
 }
 

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/imserver/imserver/postgres"
+	"github.com/imserver/imserver/storage"
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+)
+
+// migrateToPostgresCommand copies a SQLite database into an empty
+// PostgreSQL one, so that a team that outgrows one host keeps its history.
+func migrateToPostgresCommand() *cobra.Command {
+	var from, to string
+	cmd := &cobra.Command{
+		Use:   "migrate-to-postgres --from FILE --to URL",
+		Short: "Copy a SQLite database into an empty PostgreSQL database (stop the servers first)",
+		Long: `Copies every table of the SQLite database FILE into the PostgreSQL database
+at URL (which must hold no imserver data yet), in one transaction, then checks
+the row counts of every table and each conversation's largest seq. Stop every
+imserver using FILE first: what they write meanwhile would not be copied.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if from == "" || to == "" {
+				return errors.New("--from FILE and --to postgres://... are both required")
+			}
+			if !isPostgres(to) {
+				return fmt.Errorf("--to must be a postgres:// URL, not %q", to)
+			}
+			return migrateToPostgres(cmd.Context(), from, to, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "SQLite database file")
+	cmd.Flags().StringVar(&to, "to", "", "PostgreSQL URL postgres://user:password@host/db")
+	return cmd
+}
+
+// tableCopy is one table copied: the columns both schemas have.
+type tableCopy struct {
+	name    string
+	columns []string
+	rows    int64
+}
+
+func migrateToPostgres(ctx context.Context, from, to string, out io.Writer) error {
+	// Opening with the store brings the file to the current schema, so
+	// that both sides have the same tables.
+	sdb, err := storage.Open(ctx, from, storage.Options{})
+	if err != nil {
+		return fmt.Errorf("open %s: %w", from, err)
+	}
+	if err := sdb.Close(); err != nil {
+		return err
+	}
+	src, err := sql.Open("sqlite", "file:"+from+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	// One read transaction: a consistent snapshot of the file.
+	stx, err := src.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer stx.Rollback()
+
+	pdb, err := postgres.Open(ctx, to, postgres.Options{})
+	if err != nil {
+		return err
+	}
+	defer pdb.Close()
+	pool := pdb.Pool()
+
+	tables, err := sqliteTables(ctx, stx)
+	if err != nil {
+		return err
+	}
+	for _, t := range []string{"users", "conversations", "messages"} {
+		var n int64
+		if err := pool.QueryRow(ctx, `SELECT COUNT(*) FROM `+pgx.Identifier{t}.Sanitize()).Scan(&n); err != nil {
+			return fmt.Errorf("target %s: %w", t, err)
+		}
+		if n > 0 {
+			return fmt.Errorf("the target database already holds %d rows in %s: migrate into an empty database", n, t)
+		}
+	}
+	ptx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer ptx.Rollback(ctx)
+	var copies []tableCopy
+	for _, table := range tables {
+		cols, err := sqliteColumns(ctx, stx, table)
+		if err != nil {
+			return err
+		}
+		pcols, err := pgColumns(ctx, ptx, table)
+		if err != nil {
+			return err
+		}
+		if len(pcols) == 0 {
+			var n int64
+			if err := stx.QueryRowContext(ctx, `SELECT COUNT(*) FROM "`+table+`"`).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return fmt.Errorf("table %s (%d rows) has no PostgreSQL counterpart in this imserver: not migrated", table, n)
+			}
+			continue
+		}
+		var both []string
+		for _, c := range cols {
+			if slices.Contains(pcols, c) {
+				both = append(both, c)
+			}
+		}
+		// Seed rows of the migrations (the version counter) give way to
+		// the copied ones.
+		if _, err := ptx.Exec(ctx, `DELETE FROM `+pgx.Identifier{table}.Sanitize()); err != nil {
+			return err
+		}
+		n, err := copyTable(ctx, stx, ptx, table, both)
+		if err != nil {
+			return fmt.Errorf("copy %s: %w", table, err)
+		}
+		copies = append(copies, tableCopy{table, both, n})
+	}
+	if err := checkCopy(ctx, stx, ptx, copies); err != nil {
+		return err
+	}
+	if err := ptx.Commit(ctx); err != nil {
+		return err
+	}
+	for _, c := range copies {
+		fmt.Fprintf(out, "%-24s %d rows\n", c.name, c.rows)
+	}
+	fmt.Fprintf(out, "copied %s to %s; counts and max seqs checked\n", from, displayDB(to))
+	return nil
+}
+
+// sqliteTables lists the tables to copy: not SQLite's own, not the
+// migration record (each store keeps its own), not FTS shadow tables
+// (the target builds its own index).
+func sqliteTables(ctx context.Context, tx *sql.Tx) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table'
+		AND name NOT LIKE 'sqlite_%' AND name <> 'schema_migrations' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		names = append(names, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// Shadow tables of virtual tables (name_data, name_idx, ...).
+	var out []string
+	for _, n := range names {
+		shadow := false
+		for _, v := range names {
+			if strings.HasPrefix(n, v+"_") && isVirtual(ctx, tx, v) {
+				shadow = true
+			}
+		}
+		if !shadow {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func isVirtual(ctx context.Context, tx *sql.Tx, name string) bool {
+	var n int
+	tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = ? AND sql LIKE 'CREATE VIRTUAL TABLE%'`, name).Scan(&n)
+	return n > 0
+}
+
+func sqliteColumns(ctx context.Context, tx *sql.Tx, table string) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var cols []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		cols = append(cols, c)
+	}
+	return cols, rows.Err()
+}
+
+func pgColumns(ctx context.Context, tx pgx.Tx, table string) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT column_name FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`, table)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+func quoteCols(cols []string) string {
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = `"` + c + `"`
+	}
+	return strings.Join(q, ", ")
+}
+
+// copyTable streams table's rows into PostgreSQL with COPY.
+func copyTable(ctx context.Context, stx *sql.Tx, ptx pgx.Tx, table string, cols []string) (int64, error) {
+	rows, err := stx.QueryContext(ctx, `SELECT `+quoteCols(cols)+` FROM "`+table+`"`)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	var scanErr error
+	n, err := ptx.CopyFrom(ctx, pgx.Identifier{table}, cols, pgx.CopyFromFunc(func() ([]any, error) {
+		if !rows.Next() {
+			return nil, rows.Err()
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			scanErr = err
+			return nil, err
+		}
+		return vals, nil
+	}))
+	return n, errors.Join(err, scanErr)
+}
+
+// checkCopy compares what the target holds with the source: every table's
+// row count, and each conversation's count and largest seq.
+func checkCopy(ctx context.Context, stx *sql.Tx, ptx pgx.Tx, copies []tableCopy) error {
+	for _, c := range copies {
+		var src, dst int64
+		if err := stx.QueryRowContext(ctx, `SELECT COUNT(*) FROM "`+c.name+`"`).Scan(&src); err != nil {
+			return err
+		}
+		if err := ptx.QueryRow(ctx, `SELECT COUNT(*) FROM `+pgx.Identifier{c.name}.Sanitize()).Scan(&dst); err != nil {
+			return err
+		}
+		if src != dst {
+			return fmt.Errorf("check: %s has %d rows in SQLite but %d in PostgreSQL", c.name, src, dst)
+		}
+	}
+	type convStat struct{ n, maxSeq, stored int64 }
+	src := map[string]convStat{}
+	rows, err := stx.QueryContext(ctx, `SELECT c.id, COUNT(m.seq), COALESCE(MAX(m.seq), 0), c.max_seq
+		FROM conversations c LEFT JOIN messages m ON m.conv_id = c.id GROUP BY c.id`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id string
+		var s convStat
+		if err := rows.Scan(&id, &s.n, &s.maxSeq, &s.stored); err != nil {
+			rows.Close()
+			return err
+		}
+		src[id] = s
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	prows, err := ptx.Query(ctx, `SELECT c.id, COUNT(m.seq), COALESCE(MAX(m.seq), 0), c.max_seq
+		FROM conversations c LEFT JOIN messages m ON m.conv_id = c.id GROUP BY c.id`)
+	if err != nil {
+		return err
+	}
+	defer prows.Close()
+	seen := 0
+	for prows.Next() {
+		var id string
+		var d convStat
+		if err := prows.Scan(&id, &d.n, &d.maxSeq, &d.stored); err != nil {
+			return err
+		}
+		if s, ok := src[id]; !ok || s != d {
+			return fmt.Errorf("check: conversation %s: SQLite has %d messages up to seq %d (max_seq %d), PostgreSQL %d up to %d (max_seq %d)",
+				id, s.n, s.maxSeq, s.stored, d.n, d.maxSeq, d.stored)
+		}
+		seen++
+	}
+	if err := prows.Err(); err != nil {
+		return err
+	}
+	if seen != len(src) {
+		return fmt.Errorf("check: %d conversations in SQLite, %d in PostgreSQL", len(src), seen)
+	}
+	return nil
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/internal/pgtest"
+	"github.com/imserver/imserver/postgres"
+	"github.com/imserver/imserver/storage"
+)
+
+var (
+	testPGOnce sync.Once
+	testPG     *pgtest.Server
+	testPGErr  error
+)
+
+// testPostgres is the PostgreSQL of this test binary, started on first use
+// and stopped by TestMain.
+func testPostgres(t *testing.T) *pgtest.Server {
+	t.Helper()
+	testPGOnce.Do(func() { testPG, testPGErr = pgtest.Start("") })
+	if testPGErr != nil {
+		t.Fatalf("starting PostgreSQL: %v", testPGErr)
+	}
+	return testPG
+}
+
+func stopTestPostgres() {
+	if testPG != nil {
+		testPG.Stop()
+	}
+}
+
+// TestMigrateToPostgres fills a SQLite database through its store, copies
+// it with `imserver migrate-to-postgres`, and checks through the
+// PostgreSQL store that everything is there and that work goes on from
+// where it was: seqs, versions, markers, tokens.
+func TestMigrateToPostgres(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "src.db")
+	src, err := storage.Open(ctx, path, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"ann", "ben", "cat"} {
+		if err := src.CreateUser(ctx, chat.User{ID: u, Username: strings.ToUpper(u[:1]) + u[1:], DisplayName: u}, "hash-"+u); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.CreateToken(ctx, u, []byte("tok-"+u)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := src.CreateGroup(ctx, "g", "Group", "ann", []string{"ben", "cat"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := src.CreateDirect(ctx, "d", "ann", "ben"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 250 {
+		conv := []string{"g", "d"}[i%2]
+		if _, _, err := src.Append(ctx, chat.Message{Conv: conv, From: "ann", ClientMsgID: fmt.Sprint(i), Kind: "text", Body: fmt.Sprint("m", i)})(); err != nil {
+			t.Fatal(err)
+		}
+		if i == 100 {
+			if err := src.RemoveMember(ctx, "g", "cat"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, _, err := src.SetRead(ctx, "g", "ben", 40); err != nil {
+		t.Fatal(err)
+	}
+	srcVersion, _ := src.MaxVersion(ctx, "ben")
+	srcChanges, _ := src.ConversationsSince(ctx, "cat", 0, 10)
+	src.Close()
+
+	url := testPostgres(t).NewDB(t)
+	var out bytes.Buffer
+	cmd := rootCommand()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"migrate-to-postgres", "--from", path, "--to", url})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "messages") || strings.Contains(out.String(), pgtest.Password) {
+		t.Errorf("output (it must name the tables and not show the password):\n%s", out.String())
+	}
+
+	dst, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if u, err := dst.UserByToken(ctx, []byte("tok-ben")); err != nil || u.ID != "ben" {
+		t.Errorf("token: %+v %v", u, err)
+	}
+	if _, hash, err := dst.UserByName(ctx, "ANN"); err != nil || hash != "hash-ann" {
+		t.Errorf("user: %q %v", hash, err)
+	}
+	p, err := dst.Messages(ctx, "g", "ann", chat.PageQuery{Limit: 1000})
+	if err != nil || len(p.Messages) != 125 || p.Messages[124].Seq != 125 || p.Messages[0].Body != "m0" {
+		t.Fatalf("group messages: %d, %v", len(p.Messages), err)
+	}
+	if p, err := dst.Messages(ctx, "g", "cat", chat.PageQuery{Limit: 1000}); err != nil || p.MaxSeq != 51 || len(p.Messages) != 51 {
+		t.Errorf("the kicked member's range: max %d, %d messages, %v", p.MaxSeq, len(p.Messages), err)
+	}
+	c, err := dst.Conversation(ctx, "g", "ben")
+	if err != nil || c.ReadSeq != 40 || c.Unread != 85 {
+		t.Errorf("ben's entry: %+v %v", c, err)
+	}
+	if v, _ := dst.MaxVersion(ctx, "ben"); v != srcVersion {
+		t.Errorf("max version %d, was %d", v, srcVersion)
+	}
+	ch, _ := dst.ConversationsSince(ctx, "cat", 0, 10)
+	got, _ := json.Marshal(ch)
+	want, _ := json.Marshal(srcChanges)
+	if string(got) != string(want) {
+		t.Errorf("cat's sync differs:\n%s\n%s", got, want)
+	}
+	// Work goes on: the next seq, a retry of an old send, a new version.
+	m, dup, err := dst.Append(ctx, chat.Message{Conv: "g", From: "ann", ClientMsgID: "next", Kind: "text", Body: "x"})()
+	if err != nil || dup || m.Seq != 126 {
+		t.Errorf("next send: seq %d dup %v %v", m.Seq, dup, err)
+	}
+	if m, dup, err := dst.Append(ctx, chat.Message{Conv: "d", From: "ann", ClientMsgID: "1", Kind: "text", Body: "x"})(); err != nil || !dup || m.Seq != 1 {
+		t.Errorf("retry of an old send: seq %d dup %v %v", m.Seq, dup, err)
+	}
+	if v, _ := dst.MaxVersion(ctx, "ben"); v <= srcVersion {
+		t.Errorf("version did not move past the copied ones: %d <= %d", v, srcVersion)
+	}
+
+	// A second run refuses: the target is no longer empty.
+	cmd = rootCommand()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"migrate-to-postgres", "--from", path, "--to", url})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "empty database") {
+		t.Errorf("second run: got %v, want a refusal", err)
+	}
+}
