@@ -35,6 +35,7 @@ type Server struct {
 	Port   int
 	bindir string
 	cred   *syscall.Credential
+	netns  string // network namespace the server runs in, "" for the test's
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -60,7 +61,11 @@ func BinDir() (string, error) {
 
 // Start initialises and starts a server listening on addr ("127.0.0.1"
 // when empty) on a free port.
-func Start(addr string) (*Server, error) {
+func Start(addr string) (*Server, error) { return StartIn("", addr) }
+
+// StartIn is Start in the network namespace netns (ip netns), listening on
+// addr, an address of that namespace, port 5432.
+func StartIn(netns, addr string) (*Server, error) {
 	bindir, err := BinDir()
 	if err != nil {
 		return nil, err
@@ -72,7 +77,7 @@ func Start(addr string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Dir: dir, Addr: addr, bindir: bindir}
+	s := &Server{Dir: dir, Addr: addr, bindir: bindir, netns: netns}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -112,11 +117,24 @@ func Start(addr string) (*Server, error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, s.fail(fmt.Errorf("initdb: %v\n%s", err, out))
 	}
-	port, err := freePort(addr)
+	// Nodes in other network namespaces connect over TCP from their own
+	// addresses, with the password.
+	hba, err := os.OpenFile(filepath.Join(dir, "data", "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return nil, s.fail(err)
 	}
-	s.Port = port
+	_, err = hba.WriteString("host all all 0.0.0.0/0 scram-sha-256\n")
+	if err = errors.Join(err, hba.Close()); err != nil {
+		return nil, s.fail(err)
+	}
+	s.Port = 5432 // a namespace of its own has nothing else on it
+	if netns == "" {
+		port, err := freePort(addr)
+		if err != nil {
+			return nil, s.fail(err)
+		}
+		s.Port = port
+	}
 	if err := s.start(); err != nil {
 		return nil, s.fail(err)
 	}
@@ -158,6 +176,17 @@ func (s *Server) start() error {
 		"-c", "fsync=on", "-c", "synchronous_commit=on",
 		"-c", "max_connections=300", "-c", "shared_buffers=64MB",
 		"-c", "log_min_messages=warning")
+	if s.netns != "" {
+		// ip netns exec needs root; setpriv then drops to the user, and
+		// both exec, so the process is postgres itself.
+		args := append([]string{"netns", "exec", s.netns}, "setpriv")
+		if s.cred != nil {
+			args = append(args, fmt.Sprintf("--reuid=%d", s.cred.Uid), fmt.Sprintf("--regid=%d", s.cred.Gid), "--clear-groups")
+		}
+		args = append(args, cmd.Args[0])
+		cmd = exec.Command("ip", append(args, cmd.Args[1:]...)...)
+		cmd.Dir = s.Dir
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()
