@@ -50,14 +50,12 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 	if run = ok; len(run) == 0 {
 		return nil
 	}
-	if err := w.lockConvs(t, run); err != nil {
-		return err
-	}
-	if err := w.checkSenders(t, run); err != nil {
-		return err
-	}
-	prev, err := w.earlier(t, run)
-	if err != nil {
+	// The reads of the run leave in one pipeline, after whatever is
+	// queued (at the start of the batch: BEGIN and the lock).
+	w.lockConvs(t, run)
+	w.checkSenders(t, run)
+	prev := w.earlier(t, run)
+	if err := t.flush(); err != nil {
 		return err
 	}
 	// Decide each message in queue order; a retry queued in the same run
@@ -161,18 +159,18 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 	if len(convs) == 0 {
 		return nil
 	}
-	// No ON CONFLICT: the earlier sends were looked up with the
-	// conversation rows locked, so a unique violation here is a bug and
-	// fails the batch rather than storing anything twice.
-	_, err = t.tx.Exec(t.ctx, `INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts)
+	// No ON CONFLICT: the earlier sends were looked up under the write
+	// lock, so a unique violation here is a bug and fails the batch rather
+	// than storing anything twice. Queued: it leaves with COMMIT.
+	t.queue(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts)
 		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[])`,
 		convs, seqs, froms, cmids, kinds, bodies, tss)
-	return err
+	return nil
 }
 
-// lockConvs locks the rows of the run's conversations not yet locked by
-// this transaction, in id order.
-func (w *writer) lockConvs(t *wtx, run []*job) error {
+// lockConvs queues the locking of the rows of the run's conversations not
+// yet locked by this transaction, in id order.
+func (w *writer) lockConvs(t *wtx, run []*job) {
 	var ids []string
 	for _, j := range run {
 		if _, ok := t.convs[j.msg.Conv]; !ok && !slices.Contains(ids, j.msg.Conv) {
@@ -180,30 +178,27 @@ func (w *writer) lockConvs(t *wtx, run []*job) error {
 		}
 	}
 	if len(ids) == 0 {
-		return nil
+		return
 	}
 	slices.Sort(ids)
-	rows, err := t.tx.Query(t.ctx, `SELECT id, kind, GREATEST(max_seq, seq_bound) FROM conversations WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		c := &convTx{}
-		var floor int64
-		if err := rows.Scan(&c.id, &c.kind, &floor); err != nil {
-			return err
+	t.queue(`SELECT id, kind, GREATEST(max_seq, seq_bound) FROM conversations WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			c := &convTx{}
+			var floor int64
+			if err := rows.Scan(&c.id, &c.kind, &floor); err != nil {
+				return err
+			}
+			c.next = floor + 1
+			t.convs[c.id] = c
 		}
-		c.next = floor + 1
-		t.convs[c.id] = c
-	}
-	return rows.Err()
+		return rows.Err()
+	})
 }
 
-// checkSenders reads, inside the transaction, whether each sender of the
-// run is a current member: a kick committed meanwhile (here or on another
-// node) is never overtaken by a send.
-func (w *writer) checkSenders(t *wtx, run []*job) error {
+// checkSenders queues the reading, inside the transaction, of whether
+// each sender of the run is a current member: a kick committed meanwhile
+// (here or on another node) is never overtaken by a send.
+func (w *writer) checkSenders(t *wtx, run []*job) {
 	var convs, users []string
 	for _, j := range run {
 		k := [2]string{j.msg.Conv, j.msg.From}
@@ -218,49 +213,45 @@ func (w *writer) checkSenders(t *wtx, run []*job) error {
 		}
 	}
 	if len(convs) == 0 {
-		return nil
+		return
 	}
-	rows, err := t.tx.Query(t.ctx, `SELECT m.conv_id, m.user_id FROM members m
-		JOIN unnest($1::text[], $2::text[]) AS k(c, u) ON m.conv_id = k.c AND m.user_id = k.u
-		WHERE m.max_seq IS NULL`, convs, users)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k [2]string
-		if err := rows.Scan(&k[0], &k[1]); err != nil {
-			return err
+	t.queue(`SELECT m.conv_id, m.user_id FROM unnest($1::text[], $2::text[]) AS k(c, u)
+		JOIN members m ON m.conv_id = k.c AND m.user_id = k.u
+		WHERE m.max_seq IS NULL`, convs, users).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var k [2]string
+			if err := rows.Scan(&k[0], &k[1]); err != nil {
+				return err
+			}
+			t.senders[k].member = true
 		}
-		t.senders[k].member = true
-	}
-	return rows.Err()
+		return rows.Err()
+	})
 }
 
-// earlier returns the messages already stored under the client_msg_ids of
-// the run.
-func (w *writer) earlier(t *wtx, run []*job) (map[msgKey]chat.Message, error) {
+// earlier queues the look-up of the messages already stored under the
+// client_msg_ids of the run; the map is filled when the pipeline is read.
+func (w *writer) earlier(t *wtx, run []*job) map[msgKey]chat.Message {
 	n := len(run)
 	convs, froms, cmids := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 	for _, j := range run {
 		convs, froms, cmids = append(convs, j.msg.Conv), append(froms, j.msg.From), append(cmids, j.msg.ClientMsgID)
 	}
-	rows, err := t.tx.Query(t.ctx, `SELECT m.conv_id, m.sender_id, m.client_msg_id, m.seq, m.kind, m.body, m.ts FROM messages m
-		JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(c, s, i) ON m.conv_id = k.c AND m.sender_id = k.s AND m.client_msg_id = k.i`,
-		convs, froms, cmids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	prev := make(map[msgKey]chat.Message)
-	for rows.Next() {
-		var m chat.Message
-		if err := rows.Scan(&m.Conv, &m.From, &m.ClientMsgID, &m.Seq, &m.Kind, &m.Body, &m.TS); err != nil {
-			return nil, err
+	t.queue(`SELECT m.conv_id, m.sender_id, m.client_msg_id, m.seq, m.kind, m.body, m.ts
+		FROM unnest($1::text[], $2::text[], $3::text[]) AS k(c, s, i)
+		JOIN messages m ON m.conv_id = k.c AND m.sender_id = k.s AND m.client_msg_id = k.i`,
+		convs, froms, cmids).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var m chat.Message
+			if err := rows.Scan(&m.Conv, &m.From, &m.ClientMsgID, &m.Seq, &m.Kind, &m.Body, &m.TS); err != nil {
+				return err
+			}
+			prev[msgKey{m.Conv, m.From, m.ClientMsgID}] = m
 		}
-		prev[msgKey{m.Conv, m.From, m.ClientMsgID}] = m
-	}
-	return prev, rows.Err()
+		return rows.Err()
+	})
+	return prev
 }
 
 // finishMessages moves each conversation's max_seq and version once per
@@ -275,10 +266,8 @@ func (w *writer) finishMessages(t *wtx) error {
 		v, _ := t.nextVersion()
 		ids, maxes, versions = append(ids, c.id), append(maxes, c.max), append(versions, v)
 	}
-	if _, err := t.tx.Exec(t.ctx, `UPDATE conversations c SET max_seq = u.m, version = u.v
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, m, v) WHERE c.id = u.id`, ids, maxes, versions); err != nil {
-		return err
-	}
+	t.queue(`UPDATE conversations c SET max_seq = u.m, version = u.v
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, m, v) WHERE c.id = u.id`, ids, maxes, versions)
 	var convs, users []string
 	var seqs []int64
 	for _, s := range t.senders {
@@ -286,15 +275,15 @@ func (w *writer) finishMessages(t *wtx) error {
 			convs, users, seqs = append(convs, s.conv), append(users, s.user), append(seqs, s.max)
 		}
 	}
-	_, err := t.tx.Exec(t.ctx, `UPDATE members m SET read_seq = GREATEST(m.read_seq, u.s), last_ack_seq = GREATEST(m.last_ack_seq, u.s)
+	t.queue(`UPDATE members m SET read_seq = GREATEST(m.read_seq, u.s), last_ack_seq = GREATEST(m.last_ack_seq, u.s)
 		FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(c, usr, s) WHERE m.conv_id = u.c AND m.user_id = u.usr`, convs, users, seqs)
-	return err
+	return nil
 }
 
 // beforeFunc readies the transaction for a function job, which reads
 // conversations.max_seq to set visible ranges and may change who is a
 // member.
-func (w *writer) beforeFunc(t *wtx) error {
+func (w *writer) beforeFunc(t *wtx) {
 	var ids []string
 	var maxes []int64
 	for _, c := range t.touched {
@@ -304,15 +293,12 @@ func (w *writer) beforeFunc(t *wtx) error {
 		}
 	}
 	if len(ids) > 0 {
-		if _, err := t.tx.Exec(t.ctx, `UPDATE conversations c SET max_seq = u.m
-			FROM unnest($1::text[], $2::bigint[]) AS u(id, m) WHERE c.id = u.id`, ids, maxes); err != nil {
-			return err
-		}
+		t.queue(`UPDATE conversations c SET max_seq = u.m
+			FROM unnest($1::text[], $2::bigint[]) AS u(id, m) WHERE c.id = u.id`, ids, maxes)
 	}
 	for _, s := range t.senders {
 		s.checked = false
 	}
-	return nil
 }
 
 // Messages implements chat.MessageStore.

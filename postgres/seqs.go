@@ -86,7 +86,7 @@ func (b txBounds) Floor(ctx context.Context, conv string) (int64, error) {
 		return 0, err
 	}
 	var f int64
-	err = t.tx.QueryRow(ctx, `SELECT GREATEST(max_seq, seq_bound) FROM conversations WHERE id = $1`, conv).Scan(&f)
+	err = t.QueryRow(`SELECT GREATEST(max_seq, seq_bound) FROM conversations WHERE id = $1`, conv).Scan(&f)
 	// max_seq is written at the end of the transaction: an earlier round
 	// of this one may have appended above it.
 	if c := t.convs[conv]; c != nil {
@@ -100,6 +100,6 @@ func (b txBounds) Persist(ctx context.Context, conv string, bound int64) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.tx.Exec(ctx, `UPDATE conversations SET seq_bound = GREATEST(seq_bound, $1) WHERE id = $2`, bound, conv)
+	_, err = t.Exec(`UPDATE conversations SET seq_bound = GREATEST(seq_bound, $1) WHERE id = $2`, bound, conv)
 	return err
 }

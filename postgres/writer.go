@@ -134,6 +134,20 @@ func (w *writer) loop() {
 	}
 }
 
+// more adds the jobs queued meanwhile to batch, up to the batch size,
+// without waiting.
+func (w *writer) more(batch []*job) []*job {
+	for len(batch) < w.opts.BatchSize {
+		select {
+		case j := <-w.jobs:
+			batch = append(batch, j)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
 func (w *writer) fill(batch []*job) []*job {
 	var timeout <-chan time.Time
 	if w.opts.BatchDelay > 0 {
@@ -161,20 +175,8 @@ func (w *writer) fill(batch []*job) []*job {
 	return batch
 }
 
-func (w *writer) more(batch []*job) []*job {
-	for len(batch) < w.opts.BatchSize {
-		select {
-		case j := <-w.jobs:
-			batch = append(batch, j)
-		default:
-			return batch
-		}
-	}
-	return batch
-}
-
 // run runs batch in one transaction and answers its jobs; it returns the
-// batch it ended with (jobs queued meanwhile join it).
+// batch it ended with (jobs queued while the lock was awaited join it).
 func (w *writer) run(batch []*job) []*job {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), w.opts.BatchTimeout)
@@ -204,65 +206,76 @@ func (w *writer) run(batch []*job) []*job {
 }
 
 func (w *writer) runTx(ctx context.Context, batch []*job) (*wtx, []*job, error) {
-	conn, err := w.pool.Acquire(ctx)
+	pc, err := w.pool.Acquire(ctx)
 	if err != nil {
 		return nil, batch, err
 	}
-	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return nil, batch, err
-	}
+	defer pc.Release()
+	conn := pc.Conn()
 	t := &wtx{
 		w:       w,
-		tx:      tx,
+		conn:    conn,
 		ctx:     ctx,
+		pending: &pgx.Batch{},
 		convs:   make(map[string]*convTx),
 		senders: make(map[[2]string]*senderTx),
 	}
 	fail := func(err error) (*wtx, []*job, error) {
 		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		if tx.Rollback(rctx) != nil {
+		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
 			// The connection's state is unknown: do not give it back.
-			conn.Conn().Close(rctx)
+			conn.Close(rctx)
 		}
 		return t, batch, err
 	}
 	// The first lock of every write transaction, on every node (see the
-	// type's comment).
-	if err := tx.QueryRow(ctx, `SELECT value FROM counters WHERE name = 'version' FOR UPDATE`).Scan(&t.versionEnd); err != nil {
+	// type's comment). While other nodes hold it, this node's jobs queue
+	// up; they join the batch once the lock is taken, so the busier the
+	// cluster, the larger each node's batches.
+	t.queue("BEGIN")
+	t.queue(`SELECT value FROM counters WHERE name = 'version' FOR UPDATE`).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&t.versionEnd)
+		t.version = t.versionEnd
+		return err
+	})
+	if err := t.flush(); err != nil {
 		return fail(err)
 	}
-	t.version = t.versionEnd
-	for done := 0; done < len(batch); {
-		if err := w.runRound(t, batch[done:], done); err != nil {
-			return fail(err)
-		}
-		done = len(batch)
-		batch = w.more(batch)
+	batch = w.more(batch)
+	if err := w.runRound(t, batch); err != nil {
+		return fail(err)
+	}
+	if err := t.flush(); err != nil {
+		return fail(err)
 	}
 	if err := w.finishMessages(t); err != nil {
 		return fail(err)
 	}
 	if t.version != t.versionEnd {
-		if _, err := tx.Exec(ctx, `UPDATE counters SET value = $1 WHERE name = 'version'`, t.version); err != nil {
-			return fail(err)
-		}
+		t.queue(`UPDATE counters SET value = $1 WHERE name = 'version'`, t.version)
 	}
-	if err := tx.Commit(ctx); err != nil {
+	t.queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
+		if ct.String() != "COMMIT" {
+			return fmt.Errorf("the transaction was rolled back (%s)", ct)
+		}
+		return nil
+	})
+	if err := t.flush(); err != nil {
 		// Whether a COMMIT whose answer was lost took effect is unknown;
 		// the jobs fail and clients retry, which dedup makes safe for
 		// messages.
-		conn.Conn().Close(context.Background())
-		return t, batch, err
+		return fail(err)
 	}
 	return t, batch, nil
 }
 
-// runRound runs the jobs of one round; offset is the index of its first
-// job in the batch.
-func (w *writer) runRound(t *wtx, round []*job, offset int) error {
+// runRound runs the jobs of the batch in order: runs of messages, and
+// function jobs between them. Unlike the SQLite writer, jobs queued once
+// the lock is held wait for the next transaction: other nodes wait for
+// this one.
+func (w *writer) runRound(t *wtx, round []*job) error {
+	const offset = 0
 	for start := 0; start < len(round); {
 		if round[start].fn != nil {
 			if err := w.runFunc(t, round[start], offset+start); err != nil {
@@ -286,25 +299,34 @@ func (w *writer) runRound(t *wtx, round []*job, offset int) error {
 // runFunc runs function job j, the i-th of the batch, rolled back alone
 // when it fails.
 func (w *writer) runFunc(t *wtx, j *job, i int) error {
-	if err := w.beforeFunc(t); err != nil {
+	w.beforeFunc(t)
+	// What is queued must not fail with the job's savepoint.
+	if err := t.flush(); err != nil {
 		return err
 	}
 	sp := "j" + strconv.Itoa(i)
-	if _, err := t.tx.Exec(t.ctx, "SAVEPOINT "+sp); err != nil {
+	t.queue("SAVEPOINT " + sp)
+	ferr := j.fn(t)
+	if ferr == nil {
+		t.queue("RELEASE SAVEPOINT " + sp)
+		return nil
+	}
+	if !isStatementError(ferr) {
+		// The connection failed, not the job: the whole batch fails.
+		return ferr
+	}
+	j.r = result{err: wrap(ferr)}
+	if t.pending.Len() > 0 {
+		// The job failed before its first statement: the savepoint was
+		// never sent (jobs do not queue, they run statements).
+		t.pending = &pgx.Batch{}
+		return nil
+	}
+	if _, err := t.conn.Exec(t.ctx, "ROLLBACK TO SAVEPOINT "+sp); err != nil {
 		return err
 	}
-	if ferr := j.fn(t); ferr != nil {
-		if !isStatementError(ferr) {
-			// The connection failed, not the job: the whole batch fails.
-			return ferr
-		}
-		if _, err := t.tx.Exec(t.ctx, "ROLLBACK TO SAVEPOINT "+sp); err != nil {
-			return err
-		}
-		j.r = result{err: wrap(ferr)}
-	}
-	_, err := t.tx.Exec(t.ctx, "RELEASE SAVEPOINT "+sp)
-	return err
+	t.queue("RELEASE SAVEPOINT " + sp)
+	return nil
 }
 
 // isStatementError tells an error of the job itself (a domain error, or

@@ -9,10 +9,18 @@ import (
 )
 
 // wtx is the writer's transaction with the state one batch shares.
+//
+// Every round trip is taken while the cluster's write lock is held, so
+// statements whose results nothing waits for (the writes of messages, the
+// markers, the counter, COMMIT) are queued and sent in one pipeline with
+// the next statement that must be answered. A batch of messages alone
+// takes two round trips: BEGIN, the lock and the reads; then the writes
+// and COMMIT.
 type wtx struct {
-	w   *writer
-	tx  pgx.Tx
-	ctx context.Context
+	w       *writer
+	conn    *pgx.Conn
+	ctx     context.Context
+	pending *pgx.Batch
 
 	version    int64 // last version handed out
 	versionEnd int64 // value of the counter row at the start
@@ -47,17 +55,48 @@ func (t *wtx) nextVersion() (int64, error) {
 	return t.version, nil
 }
 
-// Exec runs a statement in the transaction.
+// queue adds a statement to the pipeline; its error, if any, comes with
+// the next flush.
+func (t *wtx) queue(sql string, args ...any) *pgx.QueuedQuery {
+	return t.pending.Queue(sql, args...)
+}
+
+// flush sends what is queued and reads every answer, running the queued
+// queries' callbacks; it returns the first error.
+func (t *wtx) flush() error {
+	if t.pending.Len() == 0 {
+		return nil
+	}
+	b := t.pending
+	t.pending = &pgx.Batch{}
+	return t.conn.SendBatch(t.ctx, b).Close()
+}
+
+// Exec runs a statement in the transaction, after what is queued.
 func (t *wtx) Exec(sql string, args ...any) (pgconn.CommandTag, error) {
-	return t.tx.Exec(t.ctx, sql, args...)
+	if err := t.flush(); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return t.conn.Exec(t.ctx, sql, args...)
 }
 
-// QueryRow runs a query for one row in the transaction.
+// QueryRow runs a query for one row in the transaction, after what is
+// queued.
 func (t *wtx) QueryRow(sql string, args ...any) pgx.Row {
-	return t.tx.QueryRow(t.ctx, sql, args...)
+	if err := t.flush(); err != nil {
+		return errRow{err}
+	}
+	return t.conn.QueryRow(t.ctx, sql, args...)
 }
 
-// Query runs a query in the transaction.
+// Query runs a query in the transaction, after what is queued.
 func (t *wtx) Query(sql string, args ...any) (pgx.Rows, error) {
-	return t.tx.Query(t.ctx, sql, args...)
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
+	return t.conn.Query(t.ctx, sql, args...)
 }
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
