@@ -62,29 +62,31 @@ func serveCommand() *cobra.Command {
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(configPath)
+			cfg, err := loadConfigFrom(configPath, os.Environ(), changedFlags(cmd, map[string]string{"addr": addr, "db": db, "redis": redisURL}))
 			if err != nil {
 				return err
-			}
-			if cmd.Flags().Changed("addr") {
-				cfg.Addr = addr
-			}
-			if cmd.Flags().Changed("db") {
-				cfg.DB = db
-			}
-			if cmd.Flags().Changed("redis") {
-				cfg.Redis = redisURL
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return serve(ctx, cfg, cmd)
 		},
 	}
-	cmd.Flags().StringVar(&configPath, "config", "", "YAML configuration file")
+	cmd.Flags().StringVar(&configPath, "config", "", "YAML configuration file (default $IMSERVER_CONFIG)")
 	cmd.Flags().StringVar(&addr, "addr", "", "listen address (default 127.0.0.1:8080)")
 	cmd.Flags().StringVar(&db, "db", "", "SQLite database file (default imserver.db)")
 	cmd.Flags().StringVar(&redisURL, "redis", "", "redis://host:port/db; empty runs in process only")
 	return cmd
+}
+
+// changedFlags keeps the flags (named after their config keys) the command
+// line gave, which override the environment and the file.
+func changedFlags(cmd *cobra.Command, flags map[string]string) map[string]string {
+	for name := range flags {
+		if !cmd.Flags().Changed(name) {
+			delete(flags, name)
+		}
+	}
+	return flags
 }
 
 func newLogger(cfg Config) *slog.Logger {
