@@ -22,9 +22,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func main() {
 	if err := rootCommand().Execute(); err != nil {
 		os.Exit(1)
@@ -38,20 +35,8 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(serveCommand(), userCommand(), versionCommand(), bench.Command())
+	root.AddCommand(serveCommand(), userCommand(), versionCommand(), healthcheckCommand(), bench.Command())
 	return root
-}
-
-func versionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintln(cmd.OutOrStdout(), "imserver", version)
-			return nil
-		},
-	}
 }
 
 func serveCommand() *cobra.Command {
@@ -152,6 +137,13 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		bus.Attach(svc)
 	}
 	health["sqlite"] = db.Ping
+	schema, err := db.SchemaVersion(ctx)
+	if err != nil {
+		svc.Close()
+		db.Close()
+		return err
+	}
+	build := readBuildInfo()
 	srv := server.New(server.Config{
 		MaxRequestBytes: cfg.Limits.MaxRequestBytes,
 		MaxFrameBytes:   cfg.Limits.MaxFrameBytes,
@@ -159,6 +151,9 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		SessionQueue:    cfg.WebSocket.SessionQueue,
 		WriteTimeout:    cfg.WebSocket.WriteTimeout,
 		Pprof:           cfg.Debug.Pprof,
+		Version:         build.Version,
+		Commit:          build.Commit,
+		Schema:          schema,
 	}, svc, hub, metrics, web.Handler(), health, log)
 
 	l, err := net.Listen("tcp", cfg.Addr)
@@ -167,13 +162,13 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		db.Close()
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on http://%s (database %s)\n", version, l.Addr(), cfg.DB)
+	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on http://%s (database %s, schema %d)\n", build.Version, l.Addr(), cfg.DB, schema)
 	hooks := server.NewWebhooks(events, webhooks(cfg), server.WebhookOptions{
 		Timeout:      cfg.Events.WebhookTimeout,
 		Attempts:     cfg.Events.WebhookAttempts,
 		BatchSize:    cfg.Events.BatchSize,
 		PollInterval: cfg.Events.PollInterval,
-		UserAgent:    "imserver/" + version,
+		UserAgent:    "imserver/" + build.Version,
 	}, metrics, log)
 	hooks.Start()
 	errc := make(chan error, 1)

@@ -67,5 +67,6 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if !healthy {
 		code = http.StatusServiceUnavailable
 	}
-	writeJSON(w, code, map[string]any{"status": status, "checks": checks})
+	writeJSON(w, code, map[string]any{"status": status, "checks": checks,
+		"version": s.cfg.Version, "commit": s.cfg.Commit, "schema": s.cfg.Schema})
 }
