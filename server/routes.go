@@ -7,35 +7,53 @@ import (
 	"time"
 )
 
+// route is one documented endpoint: every route of apiRoutes is described
+// in openapi.json, and a test fails when the two disagree.
+type route struct {
+	method, pattern string
+	handler         http.Handler
+}
+
+func (s *Server) apiRoutes() []route {
+	h := func(f http.HandlerFunc) http.Handler { return f }
+	a := func(f http.HandlerFunc) http.Handler { return s.authed(f) }
+	return []route{
+		{"POST", "/api/v1/auth/register", h(s.handleRegister)},
+		{"POST", "/api/v1/auth/login", h(s.handleLogin)},
+		{"POST", "/api/v1/auth/logout", a(s.handleLogout)},
+		{"GET", "/api/v1/me", a(s.handleMe)},
+		{"GET", "/api/v1/users", a(s.handleUsers)},
+
+		{"GET", "/api/v1/sequences", a(s.handleSequences)},
+		{"GET", "/api/v1/conversations", a(s.handleChanges)},
+		{"POST", "/api/v1/conversations/direct", a(s.handleDirect)},
+		{"POST", "/api/v1/groups", a(s.handleGroup)},
+		{"GET", "/api/v1/conversations/{id}", a(s.handleConversation)},
+		{"GET", "/api/v1/conversations/{id}/members", a(s.handleMembers)},
+		{"POST", "/api/v1/conversations/{id}/members", a(s.handleAddMembers)},
+		{"DELETE", "/api/v1/conversations/{id}/members/{user_id}", a(s.handleKick)},
+		{"POST", "/api/v1/conversations/{id}/leave", a(s.handleLeave)},
+		{"POST", "/api/v1/conversations/{id}/clear", a(s.handleClear)},
+		{"POST", "/api/v1/conversations/{id}/ack", a(s.handleAck)},
+		{"POST", "/api/v1/conversations/{id}/read", a(s.handleRead)},
+		{"POST", "/api/v1/conversations/{id}/messages", a(s.handleSend)},
+		{"GET", "/api/v1/conversations/{id}/messages", a(s.handleMessages)},
+
+		{"GET", "/api/v1/admin/storms", a(s.handleStorms)},
+
+		{"GET", "/api/v1/ws", h(s.handleWS)},
+		{"GET", "/api/v1/openapi.json", h(serveOpenAPI)},
+		{"GET", "/healthz", h(s.handleHealth)},
+		{"GET", "/metrics", s.metrics.Handler()},
+	}
+}
+
 func (s *Server) routes() *http.ServeMux {
 	m := http.NewServeMux()
-	m.HandleFunc("POST /api/v1/auth/register", s.handleRegister)
-	m.HandleFunc("POST /api/v1/auth/login", s.handleLogin)
-	m.HandleFunc("POST /api/v1/auth/logout", s.authed(s.handleLogout))
-	m.HandleFunc("GET /api/v1/me", s.authed(s.handleMe))
-	m.HandleFunc("GET /api/v1/users", s.authed(s.handleUsers))
-
-	m.HandleFunc("GET /api/v1/sequences", s.authed(s.handleSequences))
-	m.HandleFunc("GET /api/v1/conversations", s.authed(s.handleChanges))
-	m.HandleFunc("POST /api/v1/conversations/direct", s.authed(s.handleDirect))
-	m.HandleFunc("POST /api/v1/groups", s.authed(s.handleGroup))
-	m.HandleFunc("GET /api/v1/conversations/{id}", s.authed(s.handleConversation))
-	m.HandleFunc("GET /api/v1/conversations/{id}/members", s.authed(s.handleMembers))
-	m.HandleFunc("POST /api/v1/conversations/{id}/members", s.authed(s.handleAddMembers))
-	m.HandleFunc("DELETE /api/v1/conversations/{id}/members/{user_id}", s.authed(s.handleKick))
-	m.HandleFunc("POST /api/v1/conversations/{id}/leave", s.authed(s.handleLeave))
-	m.HandleFunc("POST /api/v1/conversations/{id}/clear", s.authed(s.handleClear))
-	m.HandleFunc("POST /api/v1/conversations/{id}/ack", s.authed(s.handleAck))
-	m.HandleFunc("POST /api/v1/conversations/{id}/read", s.authed(s.handleRead))
-	m.HandleFunc("POST /api/v1/conversations/{id}/messages", s.authed(s.handleSend))
-	m.HandleFunc("GET /api/v1/conversations/{id}/messages", s.authed(s.handleMessages))
-
-	m.HandleFunc("GET /api/v1/admin/storms", s.authed(s.handleStorms))
-
-	m.HandleFunc("GET /api/v1/ws", s.handleWS)
+	for _, r := range s.apiRoutes() {
+		m.Handle(r.method+" "+r.pattern, r.handler)
+	}
 	m.HandleFunc("/api/", s.handleUnknownAPI)
-	m.HandleFunc("GET /healthz", s.handleHealth)
-	m.Handle("GET /metrics", s.metrics.Handler())
 	if s.cfg.Pprof {
 		m.HandleFunc("/debug/pprof/", pprof.Index)
 		m.HandleFunc("/debug/pprof/profile", pprof.Profile)
