@@ -15,35 +15,36 @@ type route struct {
 }
 
 func (s *Server) apiRoutes() []route {
-	h := func(f http.HandlerFunc) http.Handler { return f }
-	a := func(f http.HandlerFunc) http.Handler { return s.authed(f) }
+	// public routes need no token; authed ones answer 401 without one.
+	public := func(f http.HandlerFunc) http.Handler { return f }
+	authed := func(f http.HandlerFunc) http.Handler { return s.authed(f) }
 	return []route{
-		{"POST", "/api/v1/auth/register", h(s.handleRegister)},
-		{"POST", "/api/v1/auth/login", h(s.handleLogin)},
-		{"POST", "/api/v1/auth/logout", a(s.handleLogout)},
-		{"GET", "/api/v1/me", a(s.handleMe)},
-		{"GET", "/api/v1/users", a(s.handleUsers)},
+		{"POST", "/api/v1/auth/register", public(s.handleRegister)},
+		{"POST", "/api/v1/auth/login", public(s.handleLogin)},
+		{"POST", "/api/v1/auth/logout", authed(s.handleLogout)},
+		{"GET", "/api/v1/me", authed(s.handleMe)},
+		{"GET", "/api/v1/users", authed(s.handleUsers)},
 
-		{"GET", "/api/v1/sequences", a(s.handleSequences)},
-		{"GET", "/api/v1/conversations", a(s.handleChanges)},
-		{"POST", "/api/v1/conversations/direct", a(s.handleDirect)},
-		{"POST", "/api/v1/groups", a(s.handleGroup)},
-		{"GET", "/api/v1/conversations/{id}", a(s.handleConversation)},
-		{"GET", "/api/v1/conversations/{id}/members", a(s.handleMembers)},
-		{"POST", "/api/v1/conversations/{id}/members", a(s.handleAddMembers)},
-		{"DELETE", "/api/v1/conversations/{id}/members/{user_id}", a(s.handleKick)},
-		{"POST", "/api/v1/conversations/{id}/leave", a(s.handleLeave)},
-		{"POST", "/api/v1/conversations/{id}/clear", a(s.handleClear)},
-		{"POST", "/api/v1/conversations/{id}/ack", a(s.handleAck)},
-		{"POST", "/api/v1/conversations/{id}/read", a(s.handleRead)},
-		{"POST", "/api/v1/conversations/{id}/messages", a(s.handleSend)},
-		{"GET", "/api/v1/conversations/{id}/messages", a(s.handleMessages)},
+		{"GET", "/api/v1/sequences", authed(s.handleSequences)},
+		{"GET", "/api/v1/conversations", authed(s.handleChanges)},
+		{"POST", "/api/v1/conversations/direct", authed(s.handleDirect)},
+		{"POST", "/api/v1/groups", authed(s.handleGroup)},
+		{"GET", "/api/v1/conversations/{id}", authed(s.handleConversation)},
+		{"GET", "/api/v1/conversations/{id}/members", authed(s.handleMembers)},
+		{"POST", "/api/v1/conversations/{id}/members", authed(s.handleAddMembers)},
+		{"DELETE", "/api/v1/conversations/{id}/members/{user_id}", authed(s.handleKick)},
+		{"POST", "/api/v1/conversations/{id}/leave", authed(s.handleLeave)},
+		{"POST", "/api/v1/conversations/{id}/clear", authed(s.handleClear)},
+		{"POST", "/api/v1/conversations/{id}/ack", authed(s.handleAck)},
+		{"POST", "/api/v1/conversations/{id}/read", authed(s.handleRead)},
+		{"POST", "/api/v1/conversations/{id}/messages", authed(s.handleSend)},
+		{"GET", "/api/v1/conversations/{id}/messages", authed(s.handleMessages)},
 
-		{"GET", "/api/v1/admin/storms", a(s.handleStorms)},
+		{"GET", "/api/v1/admin/storms", authed(s.handleStorms)},
 
-		{"GET", "/api/v1/ws", h(s.handleWS)},
-		{"GET", "/api/v1/openapi.json", h(serveOpenAPI)},
-		{"GET", "/healthz", h(s.handleHealth)},
+		{"GET", "/api/v1/ws", public(s.handleWS)},
+		{"GET", "/api/v1/openapi.json", public(serveOpenAPI)},
+		{"GET", "/healthz", public(s.handleHealth)},
 		{"GET", "/metrics", s.metrics.Handler()},
 	}
 }
