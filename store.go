@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/imserver/imserver/chat"
@@ -19,6 +18,7 @@ type store interface {
 	chat.Store
 	Ping(context.Context) error
 	Close() error
+	SchemaVersion(context.Context) (int, error)
 }
 
 // isPostgres reports whether db names a PostgreSQL database rather than a
@@ -39,12 +39,11 @@ func displayDB(db string) string {
 	return u.Redacted()
 }
 
-// applyDB sets cfg.DB from --db, or else from IMSERVER_DB, over the file.
+// applyDB sets cfg.DB from --db over the environment (IMSERVER_DB) and
+// the file.
 func applyDB(cmd *cobra.Command, cfg *Config, flag string) {
 	if cmd.Flags().Changed("db") {
 		cfg.DB = flag
-	} else if env := os.Getenv("IMSERVER_DB"); env != "" {
-		cfg.DB = env
 	}
 }
 

@@ -111,3 +111,10 @@ func applyMigration(ctx context.Context, conn *pgx.Conn, m migration) error {
 	}
 	return tx.Commit(ctx)
 }
+
+// SchemaVersion returns the newest migration applied to the database.
+func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := db.pool.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, wrap(err)
+}
