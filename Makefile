@@ -11,7 +11,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Largest file the repository may track (binaries and profiles stay out).
 MAX_FILE_BYTES ?= 1048576
 
-.PHONY: build run test lint fuzz bench clean image check-size
+.PHONY: build run test test-postgres lint fuzz bench clean image check-size
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -26,9 +26,16 @@ check-size:
 run:
 	$(GO) run -ldflags "$(LDFLAGS)" . serve
 
-# The protocol tests run a second time on PostgreSQL (started by the tests).
+# The protocol tests that exercise storage (accounts, conversations,
+# messages, dedup, paging, reads, acks, sync) run a second time on
+# PostgreSQL (started by the tests); `make test-postgres` runs all of them.
+PG_SERVER_TESTS ?= ^Test(Register.*|Login|Logout|TokensSurviveRestart|Me|UserSearch|BadHTTP|Direct.*|Group|UnknownConversation|NonMember|AddMembers|Kick|Leave|ClearHistory|Send.*|Dedup.*|OrderingConcurrentSenders|LiveDelivery|Paging.*|Acks.*|Read.*|GroupReceiptsNameOthers|SequencesAndChanges|ChangesLimits|UnreadCounts)$$
+
 test:
 	$(GO) test -race -count=1 ./...
+	IMSERVER_TEST_STORE=postgres $(GO) test -race -count=1 -run '$(PG_SERVER_TESTS)' ./server/
+
+test-postgres:
 	IMSERVER_TEST_STORE=postgres $(GO) test -race -count=1 ./server/
 
 lint:

@@ -424,6 +424,9 @@ storm:
 		if len(have) != len(storedSeqs) {
 			t.Errorf("%s ends with %d messages, %d are stored", r.name, len(have), len(storedSeqs))
 		}
+		if members[idx].home == 0 && (r.sessions < 2 || len(r.catchUps) == 0) {
+			t.Errorf("%s, a client of the killed node, did not reconnect and catch up: %d sessions, catch-ups %v", r.name, r.sessions, r.catchUps)
+		}
 		t.Logf("%s: %d sessions, %d held before the final sync (%d live again in a later session), %d by the final sync; catch-up after reconnects: %v",
 			r.name, r.sessions, live, r.across, synced, r.catchUps)
 		r.mu.Unlock()
