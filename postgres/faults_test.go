@@ -11,6 +11,7 @@ import (
 
 	"github.com/imserver/imserver/chat"
 	"github.com/imserver/imserver/internal/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // TestBatchFailedJobAlone puts messages, a function job that fails after
@@ -243,5 +244,56 @@ func TestUnstorableTextAlone(t *testing.T) {
 	err := db.CreateUser(ctx, chat.User{ID: "x", Username: "x\x00", DisplayName: "x"}, "h")
 	if chat.ErrorCode(err) != chat.EBadRequest {
 		t.Errorf("user with a NUL: got %v", err)
+	}
+}
+
+// TestTooManyConnections: a PostgreSQL that refuses connections (here the
+// role's connection limit) makes reads and writes answer `unavailable`,
+// not internal errors, and the store works again once connections free up.
+func TestTooManyConnections(t *testing.T) {
+	ctx := context.Background()
+	admin, err := Open(ctx, pg.NewDB(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	role := fmt.Sprintf("lim%d", time.Now().UnixNano()%1e9)
+	for _, sql := range []string{
+		`CREATE ROLE ` + role + ` LOGIN PASSWORD 'pw' CONNECTION LIMIT 2`,
+		`CREATE SCHEMA ` + role + ` AUTHORIZATION ` + role,
+	} {
+		if _, err := admin.pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		admin.pool.Exec(ctx, `DROP SCHEMA `+role+` CASCADE`)
+		admin.pool.Exec(ctx, `DROP ROLE `+role)
+	})
+	url := fmt.Sprintf("postgres://%s:pw@%s/postgres?sslmode=disable&search_path=%s", role, pg.HostPort(), role)
+	db := openTest(t, url, Options{})
+	if err := db.CreateGroup(ctx, "g", "g", "u", nil); err != nil {
+		t.Fatal(err)
+	}
+	// Hold every connection the role may have, the store's own closed.
+	db.pool.Reset()
+	var held []*pgx.Conn
+	for {
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			break
+		}
+		held = append(held, c)
+	}
+	_, readErr := db.Messages(ctx, "g", "u", chat.PageQuery{Limit: 10})
+	_, _, sendErr := db.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "1", Kind: "text", Body: "x"})()
+	for _, c := range held {
+		c.Close(ctx)
+	}
+	if chat.ErrorCode(readErr) != chat.EUnavailable || chat.ErrorCode(sendErr) != chat.EUnavailable {
+		t.Errorf("with no connection to be had: read %v, send %v; want unavailable (held %d connections)", readErr, sendErr, len(held))
+	}
+	if m, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "1", Kind: "text", Body: "x"})(); err != nil || m.Seq != 1 {
+		t.Errorf("once connections are free: seq %d, %v", m.Seq, err)
 	}
 }
