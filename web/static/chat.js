@@ -455,12 +455,6 @@ export class ChatClient extends Emitter {
     if (this.socket.send({ type: 'typing', conv: convId })) this.typingSent.set(convId, now);
   }
 
-  // typingDone lets the next keystroke announce typing again at once (the
-  // message went out; a new one is a new thing to announce).
-  typingDone(convId) {
-    this.typingSent.delete(convId);
-  }
-
   search(q, opts) {
     return this.api.search(q, opts);
   }

@@ -813,7 +813,6 @@ export class ConversationView {
     }
     if (!body.trim() || !this.convId) return;
     this.client.outbox.send(this.convId, body, this.replyTo ? { reply_to: this.replyTo } : undefined);
-    this.client.typingDone(this.convId);
     if (this.replyTo) this.cancelReply();
     this.input.value = '';
     this.drafts.delete(this.convId);
