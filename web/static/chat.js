@@ -119,7 +119,7 @@ export class ChatClient extends Emitter {
         if (f.message) this.ingest(f.message.conv, [f.message], true);
         break;
       case 'messages':
-        if (f.conv) this.ingest(f.conv, f.messages ?? [], false);
+        if (f.conv) this.ingest(f.conv, f.messages ?? [], false, f.max_seq);
         break;
       case 'read':
         this.onRead(f.conv, f.seq);
@@ -244,6 +244,8 @@ export class ChatClient extends Emitter {
   applyConv(c) {
     const old = this.convs.get(c.id);
     if (old && (old.version ?? 0) > (c.version ?? 0)) return;
+    // The entry's last_message is folded as of the entry's max_seq.
+    if (c.last_message && c.max_seq > c.last_message.seq) c.last_message.asOf = c.max_seq;
     const conv = { ...c, unread: c.unread ?? 0, mentions: c.mentions ?? 0, read_seq: c.read_seq ?? 0, max_seq: c.max_seq ?? 0 };
     if (old) {
       // Our read marker may not have reached the server yet: keep it, and
@@ -318,7 +320,9 @@ export class ChatClient extends Emitter {
 
   // ingest takes messages from any source. Live ones also tell us about gaps:
   // a seq past hi+1 means something may be missing, and a pull fills it.
-  ingest(convId, msgs, live) {
+  // asOf (pulls and pages: the answer's max_seq) is how far the folded
+  // state of the text messages in msgs reaches.
+  ingest(convId, msgs, live, asOf) {
     if (!convId || !msgs?.length) return;
     const tl = this.timeline(convId);
     const conv = this.convs.get(convId);
@@ -327,6 +331,7 @@ export class ChatClient extends Emitter {
     let gap = false;
     for (const m of sorted) {
       const known = conv ? conv.max_seq : 0;
+      if (!live && asOf > m.seq && isText(m)) m.asOf = asOf;
       const isNew = tl.add(m);
       if (m.from === myId) this.outbox.resolve(convId, m.client_msg_id);
       if (live) {
@@ -422,6 +427,7 @@ export class ChatClient extends Emitter {
       .messagesBefore(convId, seq + 1, 1)
       .then((r) => {
         const m = (r.messages ?? []).find((x) => x.seq === seq);
+        if (m && r.max_seq > m.seq) m.asOf = r.max_seq;
         // Not visible (before my join, cleared): remember that, as a stub.
         this.quotes.set(key, m ?? { conv: convId, seq, missing: true, body: '' });
         this.emit('mutation', convId, { target: seq }, false);
@@ -490,7 +496,7 @@ export class ChatClient extends Emitter {
         tl.pullAgain = false;
         const r = await this.fetchAfter(convId, tl.hi);
         const msgs = r.messages ?? [];
-        this.ingest(convId, msgs, false);
+        this.ingest(convId, msgs, false, r.max_seq);
         if (msgs.length) tl.hi = Math.max(tl.hi, msgs[msgs.length - 1].seq);
         tl.advance();
         if (r.completed || !msgs.length) {
@@ -547,7 +553,7 @@ export class ChatClient extends Emitter {
       try {
         const r = await this.api.messagesBefore(convId, tl.lo, Math.min(1000, limit));
         const msgs = r.messages ?? [];
-        this.ingest(convId, msgs, false);
+        this.ingest(convId, msgs, false, r.max_seq);
         tl.markOlder(msgs, r.completed || !msgs.length);
       } finally {
         tl.loadingOlder = null;

@@ -3,10 +3,10 @@
 // pulls, like text. The client never shows them as bubbles; it folds each
 // into the text message it names in `target`, if it holds that message.
 //
-// Every fold is idempotent and the stream is applied in seq order, so a
-// text message that arrives already folded (a pull returns the state at
-// pull time) and then sees some of the same mutations again from the stream
-// ends up in the same state as the server's.
+// A text message that comes from a pull or a page is already folded: it
+// shows every mutation up to the answer's max_seq. That bound is kept on
+// the message (asOf), and only mutations past it are folded in; otherwise an
+// older edit seen later (paging back) would undo a newer one.
 
 export const MUTATION_KINDS = new Set(['edit', 'delete', 'reaction']);
 
@@ -22,14 +22,14 @@ export function isText(m) {
 // fold returns the target as changed by mutation m (a new object, so views
 // that cache by identity notice), or null when m changes nothing.
 export function fold(target, m) {
-  if (!target || !isText(target)) return null;
+  if (!target || !isText(target) || !(m.seq > asOf(target))) return null;
   switch (m.kind) {
     case 'edit':
       if (target.deleted) return null;
-      return { ...target, body: m.body ?? '', edited_at: m.ts, mentions: m.mentions ?? [] };
+      return { ...target, asOf: m.seq, body: m.body ?? '', edited_at: m.ts, mentions: m.mentions ?? [] };
     case 'delete':
       if (target.deleted) return null;
-      return { ...target, body: '', deleted: true, reactions: [], attachments: [], mentions: [], edited_at: undefined };
+      return { ...target, asOf: m.seq, body: '', deleted: true, reactions: [], attachments: [], mentions: [], edited_at: undefined };
     case 'reaction': {
       if (target.deleted || !m.emoji) return null;
       const reactions = (target.reactions ?? []).map((r) => ({ emoji: r.emoji, users: [...(r.users ?? [])] }));
@@ -45,9 +45,14 @@ export function fold(target, m) {
         if (!r || !r.users.includes(m.from)) return null;
         r.users = r.users.filter((u) => u !== m.from);
       }
-      return { ...target, reactions: reactions.filter((x) => x.users.length) };
+      return { ...target, asOf: m.seq, reactions: reactions.filter((x) => x.users.length) };
     }
     default:
       return null;
   }
+}
+
+// asOf is the seq up to which a message's state is known.
+export function asOf(m) {
+  return m.asOf ?? m.seq;
 }
