@@ -18,8 +18,8 @@ import (
 // group with nothing pending.
 func TestTeamwork(t *testing.T) {
 	// Storm mode (batched delivery) is tested elsewhere; seeding a few
-	// hundred messages here should not start it.
-	srv := startServer(t, "storm: {threshold: 100000}\n")
+	// hundred messages here should not start it (0 turns it off).
+	srv := startServer(t, "storm: {threshold: 0}\n")
 	alice := newPerson(t, srv, "alice")
 	alice.register("alice", "Alice Archer")
 	bob := newPerson(t, srv, "bob")
