@@ -49,6 +49,8 @@ func TestTeamwork(t *testing.T) {
 				p.eval(`document.querySelectorAll('dialog').forEach(d => d.close())`, nil)
 				p.openConv("Team")
 			}
+			// Nothing left in the composer by a subtest that failed.
+			p.eval(`document.querySelector('#context-cancel')?.click(); document.querySelector('#composer-input').value = ''; document.querySelector('#search-close')?.click()`, nil)
 		}
 	}
 
@@ -221,7 +223,6 @@ func TestTeamwork(t *testing.T) {
 		bob.openConv("Team")
 		m := msgExpr("hey @bob can you look at this?")
 		bob.waitFor("the highlighted mention", m+`?.classList.contains('mentioned') && `+m+`.querySelector('.mention.me')?.textContent === '@bob'`)
-		bob.click("#jump-latest")
 		bob.waitUnread("Team", 0)
 		bob.waitFor("the mention badge gone", `!`+convLink("Team")+`.querySelector('.conv-mentions')`)
 		// Alice's own copy names Bob but is not a mention of her.
