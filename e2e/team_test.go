@@ -222,11 +222,11 @@ func TestTeamwork(t *testing.T) {
 		bob.saveScreenshot("mention-badge.png")
 		bob.openConv("Team")
 		m := msgExpr("hey @bob can you look at this?")
-		bob.waitFor("the highlighted mention", m+`?.classList.contains('mentioned') && `+m+`.querySelector('.mention.me')?.textContent === '@bob'`)
+		bob.waitFor("the highlighted mention", m+`?.classList.contains('mentioned') && `+m+`.querySelector('.mention.mention-me')?.textContent === '@bob'`)
 		bob.waitUnread("Team", 0)
 		bob.waitFor("the mention badge gone", `!`+convLink("Team")+`.querySelector('.conv-mentions')`)
 		// Alice's own copy names Bob but is not a mention of her.
-		alice.waitFor("the mention in alice's copy", m+`?.querySelector('.mention:not(.me)')?.textContent === '@bob' && !`+m+`.classList.contains('mentioned')`)
+		alice.waitFor("the mention in alice's copy", m+`?.querySelector('.mention:not(.mention-me)')?.textContent === '@bob' && !`+m+`.classList.contains('mentioned')`)
 	})
 
 	t.Run("Search", func(t *testing.T) {

@@ -26,7 +26,7 @@ export function renderBody(text, { isUser, me, all }) {
     const start = m.index + m[1].length;
     if (start > last) out.push(...linkify(text.slice(last, start)));
     const mine = isAll || lower === me;
-    out.push(h('span', { class: `mention${mine ? ' me' : ''}`, dataset: { username: lower } }, `@${name}`));
+    out.push(h('span', { class: `mention${mine ? ' mention-me' : ''}`, dataset: { username: lower } }, `@${name}`));
     last = start + 1 + name.length;
   }
   if (last < text.length) out.push(...linkify(text.slice(last)));

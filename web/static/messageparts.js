@@ -45,6 +45,24 @@ export function actionsEl({ canEdit, canDelete, onReact, onReply, onEdit, onDele
     btn('act-react', 'Add reaction', '☺', onReact),
     btn('act-reply', 'Reply', '↩', onReply),
     canEdit ? btn('act-edit', 'Edit', '✎', onEdit) : null,
-    canDelete ? btn('act-delete', 'Delete', '🗑', onDelete) : null,
+    canDelete ? btn('act-delete', 'Delete', trashIcon(), onDelete) : null,
   );
+}
+
+// trashIcon is drawn, not a character: not every system has a font with 🗑.
+function trashIcon() {
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('viewBox', '0 0 16 16');
+  svg.setAttribute('width', '15');
+  svg.setAttribute('height', '15');
+  svg.setAttribute('aria-hidden', 'true');
+  const path = document.createElementNS(ns, 'path');
+  path.setAttribute('d', 'M2.5 4h11M6 4V2.5h4V4M4 4l.7 9.5h6.6L12 4M6.6 6.5v5M9.4 6.5v5');
+  path.setAttribute('fill', 'none');
+  path.setAttribute('stroke', 'currentColor');
+  path.setAttribute('stroke-width', '1.4');
+  path.setAttribute('stroke-linejoin', 'round');
+  svg.append(path);
+  return svg;
 }
