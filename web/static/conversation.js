@@ -542,8 +542,12 @@ export class ConversationView {
     try {
       await this.client.mutate(convId, fields);
     } catch (err) {
-      // conflict: it already happened (a double click, another tab).
-      if (err.code !== 'conflict') this.client.emit('notice', `Could not ${fields.kind === 'reaction' ? 'react' : fields.kind}: ${err.message}`);
+      // A reaction that conflicts already happened (a double click,
+      // another tab); anything else is worth telling.
+      if (fields.kind === 'reaction' && err.code === 'conflict') return;
+      const what = { reaction: 'react', edit: 'save the edit', delete: 'delete the message' }[fields.kind] ?? fields.kind;
+      const why = err.code === 'conflict' ? 'the message was deleted.' : err.message;
+      this.client.emit('notice', `Could not ${what}: ${why}`);
     }
   }
 

@@ -64,7 +64,11 @@ export function openPicker(anchor, onPick) {
   const away = (e) => {
     if (e.type === 'keydown' ? e.key === 'Escape' : !picker.contains(e.target)) {
       closePicker();
-      if (e.type === 'keydown') anchor.focus?.();
+      if (e.type === 'keydown') {
+        // Escape closes the picker only, not the conversation (phone).
+        e.stopPropagation();
+        anchor.focus?.();
+      }
     }
   };
   picker.addEventListener('keydown', (e) => {
