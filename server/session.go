@@ -166,9 +166,9 @@ func (s *session) handle(f *clientFrame) {
 		if !s.acquire() {
 			return
 		}
-		wait := s.srv.chat.Submit(ctx, s.user.ID, chat.SendRequest{
-			Conv: f.Conv, ClientMsgID: f.ClientMsgID, Body: *f.Body, Kind: f.Kind, Origin: s.id,
-		})
+		req := sendRequest(f.Conv, f.ClientMsgID, f.Body, f.Kind, f.Target, f.Emoji, f.On, f.ReplyTo)
+		req.Origin = s.id
+		wait := s.srv.chat.Submit(ctx, s.user.ID, req)
 		s.pipeline(pendingSend{req: f.Req, wait: wait})
 	case frameAck:
 		req, conv, seq := f.Req, f.Conv, *f.Seq

@@ -24,6 +24,9 @@ type writer struct {
 	stmts map[string]*wstmt
 	// insertArgs is reused by every insert of a message.
 	insertArgs [7]driver.NamedValue
+	ftsArgs    [2]driver.NamedValue
+	// nums caches conversations' numbers (the search index's key).
+	nums map[string]int64
 
 	seqs seqSource
 	ckpt *checkpointer
@@ -66,6 +69,7 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, ckpt *checkpoint
 	w := &writer{
 		conn:  conn,
 		stmts: make(map[string]*wstmt),
+		nums:  make(map[string]int64),
 		seqs:  seqs,
 		ckpt:  ckpt,
 		opts:  opts,
@@ -75,6 +79,9 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, ckpt *checkpoint
 	}
 	for i := range w.insertArgs {
 		w.insertArgs[i].Ordinal = i + 1
+	}
+	for i := range w.ftsArgs {
+		w.ftsArgs[i].Ordinal = i + 1
 	}
 	go w.loop()
 	return w, nil
