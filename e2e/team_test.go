@@ -185,12 +185,18 @@ func TestTeamwork(t *testing.T) {
 		if alice.evalInt(fmt.Sprintf(`%s ? 1 : 0`, msgExpr("who has the release notes?"))) != 0 {
 			alice.fail("the original is loaded already; the jump would not page back")
 		}
+		// A reaction to a message Alice's page does not hold: ignored live,
+		// and there, folded, when the page with it is loaded.
+		bob.messageAction("who has the release notes?", "act-react")
+		bob.click(`#emoji-picker button[data-emoji="👀"]`)
+		bob.waitFor("bob's reaction", msgExpr("who has the release notes?")+`?.querySelector('.reaction[data-emoji="👀"]')?.dataset.count === '1'`)
 		alice.click(`#messages .msg[data-seq] .quote`)
 		alice.waitFor("the original highlighted on screen", `(e => {
 			if (!e || e.querySelector('.msg-body').textContent !== 'who has the release notes?') return false;
 			const r = e.getBoundingClientRect(), box = document.querySelector('#messages').getBoundingClientRect();
 			return r.top >= box.top && r.bottom <= box.bottom;
 		})(document.querySelector('#messages .msg.highlight'))`)
+		alice.waitFor("the reaction that came while the message was not loaded", msgExpr("who has the release notes?")+`?.querySelector('.reaction[data-emoji="👀"]')?.title === 'Bob Baker reacted with 👀'`)
 		alice.checkOrdered()
 		alice.eval(`document.querySelector('#jump-latest').click()`, nil)
 	})
