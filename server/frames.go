@@ -144,6 +144,8 @@ type (
 		User      chat.User `json:"user"`
 		Session   string    `json:"session"`
 		Sequences sequences `json:"sequences"`
+		// Online are the caller's contacts online now (v1.1).
+		Online []string `json:"online"`
 	}
 	sequences struct {
 		Conversations int64 `json:"conversations"`
@@ -196,6 +198,16 @@ type (
 		Count    int    `json:"count"`
 		WindowMS int64  `json:"window_ms"`
 	}
+	typingFrame struct {
+		Type string `json:"type"`
+		Conv string `json:"conv"`
+		User string `json:"user"`
+	}
+	presenceFrame struct {
+		Type   string `json:"type"`
+		User   string `json:"user"`
+		Online bool   `json:"online"`
+	}
 	convFrame struct {
 		Type string `json:"type"`
 		Conv string `json:"conv"`
@@ -227,6 +239,10 @@ func encodeEvent(ev *chat.Event) (frame, msg []byte, err error) {
 		v = receiptFrame{Type: "receipt", Conv: ev.Conv, User: ev.User, Seq: ev.Seq, Reads: ev.Reads}
 	case chat.EventConversation:
 		v = conversationFrame{Type: "conversation", Conversation: ev.Conversation}
+	case chat.EventTyping:
+		v = typingFrame{Type: "typing", Conv: ev.Conv, User: ev.User}
+	case chat.EventPresence:
+		v = presenceFrame{Type: "presence", User: ev.User, Online: ev.Active}
 	case chat.EventStorm:
 		v = stormFrame{Type: "storm", Conv: ev.Conv, Active: ev.Active, Count: ev.Count, WindowMS: ev.WindowMS}
 	default:

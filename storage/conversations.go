@@ -368,3 +368,23 @@ func maxVersion(ctx context.Context, q queryRower, user string) (int64, error) {
 		FROM members m JOIN conversations c ON c.id = m.conv_id WHERE m.user_id = ?`, user).Scan(&v)
 	return v, err
 }
+
+// Contacts implements chat.ConversationStore.
+func (db *DB) Contacts(ctx context.Context, user string) ([]string, error) {
+	rows, err := db.readers.QueryContext(ctx, `SELECT DISTINCT o.user_id FROM members m
+		JOIN members o ON o.conv_id = m.conv_id AND o.max_seq IS NULL AND o.user_id <> m.user_id
+		WHERE m.user_id = ? AND m.max_seq IS NULL`, user)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ids := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}

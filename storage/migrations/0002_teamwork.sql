@@ -63,7 +63,7 @@ END;
 -- it in its transaction; a body leaves it through the 'delete' command
 -- with the old text, and secure-delete removes the entries from the index
 -- pages at once instead of leaving tombstones over them.
-CREATE VIRTUAL TABLE messages_fts USING fts5(body, content='', tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE messages_fts USING fts5(body, content='', columnsize=0, tokenize='unicode61 remove_diacritics 2');
 INSERT INTO messages_fts (messages_fts, rank) VALUES ('secure-delete', 1);
 INSERT INTO messages_fts (rowid, body)
 	SELECT (c.num << 32) | m.seq, m.body FROM messages m JOIN conversations c ON c.id = m.conv_id
