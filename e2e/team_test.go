@@ -18,8 +18,9 @@ import (
 // group with nothing pending.
 func TestTeamwork(t *testing.T) {
 	// Storm mode (batched delivery) is tested elsewhere; seeding a few
-	// hundred messages here should not start it (0 turns it off).
-	srv := startServer(t, "storm: {threshold: 0}\n")
+	// hundred messages here should not start it (0 turns it off). A short
+	// presence grace keeps the offline wait short.
+	srv := startServer(t, "storm: {threshold: 0}\nwebsocket: {presence_grace: 1s}\n")
 	alice := newPerson(t, srv, "alice")
 	alice.register("alice", "Alice Archer")
 	bob := newPerson(t, srv, "bob")
@@ -456,16 +457,35 @@ func (b *tab) center(what, expr string) (float64, float64) {
 
 // messageAction points the mouse at a message, which shows its actions,
 // and clicks one of them (act-edit, act-delete, act-react, act-reply).
+// A message whose receipt changes meanwhile is drawn again, and the new
+// element is not hovered until the mouse moves: then the click lands on the
+// bubble, and it is tried again.
 func (b *tab) messageAction(body, action string) {
 	b.t.Helper()
 	m := msgExpr(body)
-	x, y := b.center("message "+body, m+`?.querySelector('.bubble')`)
-	b.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		_, err := cdp.Call(ctx, t, input.DispatchMouseEvent, input.DispatchMouseEventParams{Type: input.DispatchMouseEventTypeMouseMoved, X: x, Y: y})
-		return err
-	}))
-	x, y = b.center(action+" of "+body, fmt.Sprintf(`%s?.querySelector('.%s')`, m, action))
-	b.do(chromedp.MouseClickXY(x, y))
+	for try := 0; ; try++ {
+		x, y := b.center("message "+body, m+`?.querySelector('.bubble')`)
+		b.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			for _, dx := range []float64{-1, 0} {
+				p := input.DispatchMouseEventParams{Type: input.DispatchMouseEventTypeMouseMoved, X: x + dx, Y: y}
+				if _, err := cdp.Call(ctx, t, input.DispatchMouseEvent, p); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+		x, y = b.center(action+" of "+body, fmt.Sprintf(`%s?.querySelector('.%s')`, m, action))
+		b.eval(fmt.Sprintf(`window.__e2eActed = false; document.addEventListener('click', e => { window.__e2eActed = !!e.target.closest('.%s'); }, {capture: true, once: true})`, action), nil)
+		b.do(chromedp.MouseClickXY(x, y))
+		var ok bool
+		b.eval(`window.__e2eActed`, &ok)
+		if ok {
+			return
+		}
+		if try == 3 {
+			b.fail("clicking %s of %q: the click did not reach the button", action, body)
+		}
+	}
 }
 
 // tapMessage taps a message's bubble as a finger would.
