@@ -74,6 +74,10 @@ type MessageStore interface {
 	Append(ctx context.Context, m Message) Pending
 	// Messages returns a page of what user may see of conv.
 	Messages(ctx context.Context, conv, user string, q PageQuery) (Page, error)
+	// Search returns the text messages user may see whose current body
+	// matches q, newest first; ENotFound or ENotMember for a q.Conv the
+	// user cannot search.
+	Search(ctx context.Context, user string, q SearchQuery) (SearchResults, error)
 }
 
 // Pending waits for a queued message and returns it as stored, whether it

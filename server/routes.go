@@ -29,6 +29,7 @@ func (s *Server) routes() *http.ServeMux {
 	m.HandleFunc("POST /api/v1/conversations/{id}/read", s.authed(s.handleRead))
 	m.HandleFunc("POST /api/v1/conversations/{id}/messages", s.authed(s.handleSend))
 	m.HandleFunc("GET /api/v1/conversations/{id}/messages", s.authed(s.handleMessages))
+	m.HandleFunc("GET /api/v1/search", s.authed(s.handleSearch))
 
 	m.HandleFunc("GET /api/v1/admin/storms", s.authed(s.handleStorms))
 
