@@ -9,15 +9,6 @@ import { formatFull, listTime } from './format.js';
 
 const LIMIT = 30;
 
-// Marker pairs a server may wrap matches in. Whatever they are, they are
-// split out of the text here and shown as <mark> elements built with the
-// DOM: a snippet is never parsed as HTML.
-const MARKERS = [
-  ['\u0002', '\u0003'],
-  ['<mark>', '</mark>'],
-  ['<b>', '</b>'],
-];
-
 export class SearchPanel {
   constructor(client, users, { onOpen, container }) {
     this.client = client;
@@ -147,32 +138,53 @@ export class SearchPanel {
   }
 }
 
-// snippetNodes splits a snippet on the server's match markers into text and
-// <mark> nodes. Without markers, the query's words are marked here.
+// snippetNodes marks the query's words in a snippet (the server sends it
+// as plain text) with <mark> elements built with the DOM: a snippet is
+// never parsed as HTML. Matching ignores case and accents, as the search
+// does, and a word marks every word it begins (prefix* and whole words
+// alike: close enough for the eye).
 export function snippetNodes(snippet, query) {
   const text = String(snippet);
-  for (const [open, close] of MARKERS) {
-    if (!text.includes(open)) continue;
-    const out = [];
-    let rest = text;
-    for (;;) {
-      const i = rest.indexOf(open);
-      if (i < 0) break;
-      const j = rest.indexOf(close, i + open.length);
-      if (j < 0) break;
-      if (i > 0) out.push(rest.slice(0, i));
-      out.push(h('mark', null, rest.slice(i + open.length, j)));
-      rest = rest.slice(j + close.length);
-    }
-    if (rest) out.push(rest);
-    return out;
-  }
   const words = String(query)
-    .replace(/["*()]/g, ' ')
-    .split(/\s+/)
+    .split(/[\s"*()]+/)
     .filter((w) => w && !/^(AND|OR|NOT|NEAR)$/.test(w))
-    .map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+    .map(fold)
+    .filter(Boolean);
   if (!words.length) return [text];
-  const re = new RegExp(`(${words.join('|')})`, 'gi');
-  return text.split(re).map((part, i) => (i % 2 ? h('mark', null, part) : part));
+  // Fold the text character by character, keeping where each folded
+  // character came from.
+  const chars = [...text];
+  let folded = '';
+  const from = [];
+  chars.forEach((ch, i) => {
+    const f = fold(ch);
+    folded += f;
+    for (let k = 0; k < f.length; k++) from.push(i);
+  });
+  const marked = new Array(chars.length).fill(false);
+  for (const w of words) {
+    for (let at = folded.indexOf(w); at >= 0; at = folded.indexOf(w, at + 1)) {
+      for (let k = at; k < at + w.length; k++) marked[from[k]] = true;
+    }
+  }
+  const out = [];
+  let run = '';
+  let inMark = false;
+  const flush = () => {
+    if (run) out.push(inMark ? h('mark', null, run) : run);
+    run = '';
+  };
+  chars.forEach((ch, i) => {
+    if (marked[i] !== inMark) {
+      flush();
+      inMark = marked[i];
+    }
+    run += ch;
+  });
+  flush();
+  return out;
+}
+
+function fold(s) {
+  return s.normalize('NFD').replace(/\p{M}/gu, '').toLowerCase();
 }
