@@ -39,13 +39,17 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	}
 	// The unique index decides duplicates: one statement for the common
 	// case, a look-up only for a retry.
-	ins, err := t.stmt(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts) VALUES (?, ?, ?, ?, ?, ?, ?)
+	ins, err := t.stmt(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (conv_id, sender_id, client_msg_id) DO NOTHING`)
 	if err != nil {
 		return err
 	}
+	doc, err := docOf(t, &m)
+	if err != nil {
+		return err
+	}
 	a := &t.w.insertArgs
-	a[0].Value, a[1].Value, a[2].Value, a[3].Value, a[4].Value, a[5].Value, a[6].Value = m.Conv, m.Seq, m.From, m.ClientMsgID, m.Kind, m.Body, m.TS
+	a[0].Value, a[1].Value, a[2].Value, a[3].Value, a[4].Value, a[5].Value, a[6].Value, a[7].Value = m.Conv, m.Seq, m.From, m.ClientMsgID, m.Kind, m.Body, m.TS, nullInt(doc)
 	res, err := ins.exec.ExecContext(t.ctx, a[:])
 	for i := range a {
 		a[i].Value = nil // keep no message alive
@@ -58,13 +62,22 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	} else if n == 0 {
 		return w.duplicate(t, j, m)
 	}
-	if m.Kind == chat.KindText {
-		if err := w.index(t, c, m.Seq, m.Body); err != nil {
+	if doc != 0 {
+		if err := w.index(t, m.Conv, m.Seq, doc, m.Body); err != nil {
 			return err
 		}
 	}
 	w.appended(t, j, m)
 	return nil
+}
+
+// docOf returns the search document number of m, 0 when m is not indexed
+// (only text with a body is).
+func docOf(t *wtx, m *chat.Message) (int64, error) {
+	if m.Kind != chat.KindText || m.Body == "" {
+		return 0, nil
+	}
+	return t.nextDoc()
 }
 
 // appended records a stored message in the transaction and answers j.
@@ -97,7 +110,11 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 		}
 		return err
 	}
-	ok, err := insertFull(t, &m)
+	doc, err := docOf(t, &m)
+	if err != nil {
+		return err
+	}
+	ok, err := insertFull(t, &m, doc)
 	if err != nil {
 		return err
 	}
@@ -107,8 +124,8 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 	if err := w.applyExtras(t, j, &m, tg); err != nil {
 		return err
 	}
-	if m.Kind == chat.KindText {
-		if err := w.index(t, j.conv, m.Seq, m.Body); err != nil {
+	if doc != 0 {
+		if err := w.index(t, m.Conv, m.Seq, doc, m.Body); err != nil {
 			return err
 		}
 	}

@@ -28,6 +28,7 @@ type target struct {
 	body     string
 	mentions string
 	deleted  bool
+	doc      int64 // search document, 0 for none
 }
 
 // loadTarget reads seq of conv as the sender may see it: not_found when it
@@ -42,11 +43,11 @@ func loadTarget(t *wtx, s *senderTx, conv string, seq int64) (target, error) {
 	if seq < minSeq {
 		return tg, chat.Errorf(chat.ENotFound, "message %d not found", seq)
 	}
-	st, err := t.stmt(`SELECT sender_id, kind, body, COALESCE(mentions, ''), COALESCE(deleted, 0) FROM messages WHERE conv_id = ? AND seq = ?`)
+	st, err := t.stmt(`SELECT sender_id, kind, body, COALESCE(mentions, ''), COALESCE(deleted, 0), COALESCE(doc, 0) FROM messages WHERE conv_id = ? AND seq = ?`)
 	if err != nil {
 		return tg, err
 	}
-	err = st.QueryRowContext(t.ctx, conv, seq).Scan(&tg.from, &tg.kind, &tg.body, &tg.mentions, &tg.deleted)
+	err = st.QueryRowContext(t.ctx, conv, seq).Scan(&tg.from, &tg.kind, &tg.body, &tg.mentions, &tg.deleted, &tg.doc)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && tg.kind != chat.KindText) {
 		return tg, chat.Errorf(chat.ENotFound, "message %d not found", seq)
 	}
@@ -134,14 +135,14 @@ func (c *convTx) kind(t *wtx) string {
 }
 
 // insertFull stores a message with the v1.1 columns.
-func insertFull(t *wtx, m *chat.Message) (bool, error) {
-	ins, err := t.stmt(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conv_id, sender_id, client_msg_id) DO NOTHING`)
+func insertFull(t *wtx, m *chat.Message, doc int64) (bool, error) {
+	ins, err := t.stmt(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, doc)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conv_id, sender_id, client_msg_id) DO NOTHING`)
 	if err != nil {
 		return false, err
 	}
 	res, err := ins.ExecContext(t.ctx, m.Conv, m.Seq, m.From, m.ClientMsgID, m.Kind, m.Body, m.TS,
-		nullInt(m.Target), nullString(m.Emoji), nullBool(m.On), nullInt(m.ReplyTo), nullString(strings.Join(m.Mentions, " ")))
+		nullInt(m.Target), nullString(m.Emoji), nullBool(m.On), nullInt(m.ReplyTo), nullString(strings.Join(m.Mentions, " ")), nullInt(doc))
 	if err != nil {
 		return false, err
 	}
@@ -196,10 +197,25 @@ func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
 	if err := addMentions(t, m.Conv, m.Target, m.Mentions); err != nil {
 		return err
 	}
-	if err := w.unindex(t, j.conv, m.Target, tg.body); err != nil {
+	if tg.doc == 0 {
+		// Not indexed yet (a text with no body): it is now.
+		doc, err := t.nextDoc()
+		if err != nil {
+			return err
+		}
+		st, err := t.stmt(`UPDATE messages SET doc = ? WHERE conv_id = ? AND seq = ?`)
+		if err != nil {
+			return err
+		}
+		if _, err := st.ExecContext(t.ctx, doc, m.Conv, m.Target); err != nil {
+			return err
+		}
+		return w.index(t, m.Conv, m.Target, doc, m.Body)
+	}
+	if err := w.unindex(t, tg.doc, tg.body); err != nil {
 		return err
 	}
-	return w.index(t, j.conv, m.Target, m.Body)
+	return w.reindex(t, tg.doc, m.Body)
 }
 
 // applyDelete erases the target's content: its body, the bodies of its
@@ -208,7 +224,7 @@ func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
 // WAL frames that still hold them go at the next truncating checkpoint
 // (DB.Close).
 func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
-	st, err := t.stmt(`UPDATE messages SET body = '', deleted = 1, mentions = NULL WHERE conv_id = ? AND seq = ?`)
+	st, err := t.stmt(`UPDATE messages SET body = '', deleted = 1, mentions = NULL, doc = NULL WHERE conv_id = ? AND seq = ?`)
 	if err != nil {
 		return err
 	}
@@ -238,7 +254,7 @@ func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
 	if err := eraseAttachments(t, m.Conv, m.Target); err != nil {
 		return err
 	}
-	return w.unindex(t, j.conv, m.Target, tg.body)
+	return w.forget(t, tg.doc, tg.body)
 }
 
 // eraseAttachments is where a delete lets go of the target's files: the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"sort"
 	"strings"
 
 	"github.com/imserver/imserver/chat"
@@ -15,15 +14,15 @@ const snippetRunes = 120
 
 // searchRange is a conversation's visible range for one user.
 type searchRange struct {
-	conv   string
-	num    int64
 	lo, hi int64
 }
 
-// Search implements chat.MessageStore. Each conversation of the user is
-// searched within its visible range (the index's rowids of a conversation
-// are contiguous: num << 32 | seq), newest first, for at most limit+1
-// hits; the hits are then ordered by time across conversations.
+// Search implements chat.MessageStore. The hits of the query are walked
+// from the newest (the index is keyed by a document number in commit
+// order) and kept when they lie in one of the user's visible ranges, until
+// the page is full. The cost is the hits newer than the last one returned,
+// whoever may see them; the index answers far faster than one query per
+// conversation would (each query seeks every term in every segment).
 func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat.SearchResults, error) {
 	res := chat.SearchResults{Results: []chat.SearchHit{}}
 	tx, err := db.readers.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -38,90 +37,73 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 	if q.Conv != "" && len(ranges) == 0 {
 		return res, db.missingMember(ctx, tx, q.Conv)
 	}
-	match, err := tx.PrepareContext(ctx, `SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?`)
-	if err != nil {
-		return res, err
+	if len(ranges) == 0 {
+		res.Completed = true
+		return res, nil
 	}
-	defer match.Close()
+	query := `SELECT d.conv_id, d.seq FROM messages_fts f JOIN search_docs d ON d.doc = f.rowid WHERE messages_fts MATCH ?`
+	args := []any{q.Match}
+	if q.Conv != "" {
+		query += ` AND d.conv_id = ?`
+		args = append(args, q.Conv)
+	}
+	rows, err := tx.QueryContext(ctx, query+` ORDER BY f.rowid DESC`, args...)
+	if err != nil {
+		return res, searchError(err)
+	}
+	type hit struct {
+		conv string
+		seq  int64
+	}
+	var hits []hit
+	for rows.Next() && len(hits) <= q.Limit {
+		var h hit
+		if err := rows.Scan(&h.conv, &h.seq); err != nil {
+			rows.Close()
+			return res, err
+		}
+		r, ok := ranges[h.conv]
+		if !ok || h.seq < r.lo || h.seq > r.hi || (q.BeforeSeq > 0 && h.seq >= q.BeforeSeq) {
+			continue
+		}
+		hits = append(hits, h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return res, searchError(err)
+	}
+	res.Completed = len(hits) <= q.Limit
+	if !res.Completed {
+		hits = hits[:q.Limit]
+	}
 	load, err := tx.PrepareContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE conv_id = ? AND seq = ?`)
 	if err != nil {
 		return res, err
 	}
 	defer load.Close()
-	var hits []chat.SearchHit
-	more := false
-	for _, r := range ranges {
-		hi := r.hi
-		if q.BeforeSeq > 0 {
-			hi = min(hi, q.BeforeSeq-1)
+	for _, h := range hits {
+		m, err := scanMessage(load.QueryRowContext(ctx, h.conv, h.seq), h.conv)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		} else if err != nil {
+			return res, err
 		}
-		if hi < r.lo {
+		if m.Kind != chat.KindText || m.Deleted {
 			continue
 		}
-		rows, err := match.QueryContext(ctx, q.Match, ftsRowid(r.num, r.lo), ftsRowid(r.num, hi), q.Limit+1)
-		if err != nil {
-			return res, searchError(err)
-		}
-		var seqs []int64
-		for rows.Next() {
-			var rowid int64
-			if err := rows.Scan(&rowid); err != nil {
-				rows.Close()
-				return res, err
-			}
-			seqs = append(seqs, rowid&(1<<32-1))
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return res, searchError(err)
-		}
-		if len(seqs) > q.Limit {
-			more, seqs = true, seqs[:q.Limit]
-		}
-		for _, seq := range seqs {
-			m, err := scanMessage(load.QueryRowContext(ctx, r.conv, seq), r.conv)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			} else if err != nil {
-				return res, err
-			}
-			if m.Kind != chat.KindText || m.Deleted {
-				continue
-			}
-			hits = append(hits, chat.SearchHit{Conv: r.conv, Message: m})
-		}
-	}
-	sort.Slice(hits, func(i, j int) bool {
-		a, b := &hits[i].Message, &hits[j].Message
-		if a.TS != b.TS {
-			return a.TS > b.TS
-		}
-		if a.Conv != b.Conv {
-			return a.Conv > b.Conv
-		}
-		return a.Seq > b.Seq
-	})
-	if len(hits) > q.Limit {
-		more, hits = true, hits[:q.Limit]
-	}
-	for i := range hits {
-		m := &hits[i].Message
-		one := []chat.Message{*m}
+		one := []chat.Message{m}
 		if err := foldReactions(ctx, tx, m.Conv, one); err != nil {
 			return res, err
 		}
-		*m = one[0]
-		hits[i].Snippet = chat.Snippet(m.Body, q.Terms, snippetRunes)
+		res.Results = append(res.Results, chat.SearchHit{Conv: m.Conv, Message: one[0], Snippet: chat.Snippet(m.Body, q.Terms, snippetRunes)})
 	}
-	res.Results = append(res.Results, hits...)
-	res.Completed = !more
 	return res, nil
 }
 
-// searchRanges lists the visible ranges of user's conversations (only conv
-// when it is set), including those it left.
-func searchRanges(ctx context.Context, tx *sql.Tx, user, conv string) ([]searchRange, error) {
-	query := `SELECT m.conv_id, c.num, m.min_seq, COALESCE(m.max_seq, c.max_seq) FROM members m
+// searchRanges returns the visible ranges of user's conversations (only
+// conv when it is set), including those it left.
+func searchRanges(ctx context.Context, tx *sql.Tx, user, conv string) (map[string]searchRange, error) {
+	query := `SELECT m.conv_id, m.min_seq, COALESCE(m.max_seq, c.max_seq) FROM members m
 		JOIN conversations c ON c.id = m.conv_id WHERE m.user_id = ?`
 	args := []any{user}
 	if conv != "" {
@@ -133,13 +115,14 @@ func searchRanges(ctx context.Context, tx *sql.Tx, user, conv string) ([]searchR
 		return nil, err
 	}
 	defer rows.Close()
-	var out []searchRange
+	out := make(map[string]searchRange)
 	for rows.Next() {
+		var id string
 		var r searchRange
-		if err := rows.Scan(&r.conv, &r.num, &r.lo, &r.hi); err != nil {
+		if err := rows.Scan(&id, &r.lo, &r.hi); err != nil {
 			return nil, err
 		}
-		out = append(out, r)
+		out[id] = r
 	}
 	return out, rows.Err()
 }

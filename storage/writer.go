@@ -23,10 +23,8 @@ type writer struct {
 	dc    any       // the driver connection under conn
 	stmts map[string]*wstmt
 	// insertArgs is reused by every insert of a message.
-	insertArgs [7]driver.NamedValue
+	insertArgs [8]driver.NamedValue
 	ftsArgs    [2]driver.NamedValue
-	// nums caches conversations' numbers (the search index's key).
-	nums map[string]int64
 
 	seqs seqSource
 	ckpt *checkpointer
@@ -69,7 +67,6 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, ckpt *checkpoint
 	w := &writer{
 		conn:  conn,
 		stmts: make(map[string]*wstmt),
-		nums:  make(map[string]int64),
 		seqs:  seqs,
 		ckpt:  ckpt,
 		opts:  opts,

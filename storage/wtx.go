@@ -37,6 +37,7 @@ type wtx struct {
 	ctx context.Context
 
 	version    int64 // last version handed out, 0 until first use
+	doc        int64 // last search document number handed out, 0 until first use
 	versionEnd int64 // value in the counters row at the start
 
 	convs     map[string]*convTx      // conversations messages were queued for
@@ -54,7 +55,6 @@ type convTx struct {
 	max      int64    // largest seq appended, 0 for none
 	stored   int64    // max as last written to conversations.max_seq
 	kindName string   // direct or group, read when a mutation needs it
-	num      int64    // the conversation's number, 0 until read
 }
 
 // senderTx is one (conversation, sender) pair of a transaction.

@@ -47,24 +47,27 @@ CREATE TABLE uncounted (
 ) WITHOUT ROWID;
 INSERT INTO uncounted (conv_id, seq) SELECT conv_id, seq FROM messages WHERE kind <> 'text';
 
--- A stable small integer per conversation: the search index's rowid is
--- num << 32 | seq (messages are keyed by (conv_id, seq), and FTS5 needs an
--- integer). New conversations get one from the trigger, so no code that
--- creates conversations needs to know.
-ALTER TABLE conversations ADD COLUMN num INTEGER;
-UPDATE conversations SET num = rowid;
-CREATE UNIQUE INDEX conversations_num ON conversations (num);
-CREATE TRIGGER conversations_num AFTER INSERT ON conversations WHEN NEW.num IS NULL BEGIN
-	UPDATE conversations SET num = (SELECT COALESCE(MAX(num), 0) + 1 FROM conversations) WHERE id = NEW.id;
-END;
-
 -- Search: a contentless FTS5 index of the current bodies of text messages
--- (bodies live in messages; snippets are cut from there). The writer keeps
--- it in its transaction; a body leaves it through the 'delete' command
--- with the old text, and secure-delete removes the entries from the index
--- pages at once instead of leaving tombstones over them.
+-- (bodies live in messages; snippets are cut from there). Its rowid is a
+-- document number, doc, handed out in commit order, so that one scan of a
+-- query's hits from the end meets the newest first, whatever the
+-- conversation; search_docs maps it back to the message, and messages.doc
+-- the other way. The writer keeps all three in its transaction; a body
+-- leaves the index through the 'delete' command with the old text, and
+-- secure-delete removes the entries from the index pages at once instead
+-- of leaving tombstones over them. automerge 2 keeps fewer segments, each
+-- of which every query must seek.
+ALTER TABLE messages ADD COLUMN doc INTEGER;
+CREATE TABLE search_docs (
+	doc     INTEGER PRIMARY KEY,
+	conv_id TEXT NOT NULL,
+	seq     INTEGER NOT NULL
+);
+INSERT INTO search_docs (doc, conv_id, seq)
+	SELECT ROW_NUMBER() OVER (ORDER BY ts, conv_id, seq), conv_id, seq FROM messages WHERE kind = 'text' AND body <> '';
+UPDATE messages SET doc = d.doc FROM search_docs d WHERE d.conv_id = messages.conv_id AND d.seq = messages.seq;
 CREATE VIRTUAL TABLE messages_fts USING fts5(body, content='', columnsize=0, tokenize='unicode61 remove_diacritics 2');
 INSERT INTO messages_fts (messages_fts, rank) VALUES ('secure-delete', 1);
+INSERT INTO messages_fts (messages_fts, rank) VALUES ('automerge', 2);
 INSERT INTO messages_fts (rowid, body)
-	SELECT (c.num << 32) | m.seq, m.body FROM messages m JOIN conversations c ON c.id = m.conv_id
-	WHERE m.kind = 'text' AND m.body <> '';
+	SELECT d.doc, m.body FROM search_docs d JOIN messages m ON m.conv_id = d.conv_id AND m.seq = d.seq;
