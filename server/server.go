@@ -28,6 +28,10 @@ type Config struct {
 	// PresenceGrace is how long a user whose last session closed still
 	// counts as online (a reload does not flicker); at most 5 s.
 	PresenceGrace time.Duration
+	// Version, Commit and Schema (the database's newest applied migration)
+	// are reported by /healthz.
+	Version, Commit string
+	Schema          int
 }
 
 func (c *Config) setDefaults() {
