@@ -53,28 +53,30 @@ func BenchmarkSearch(b *testing.B) {
 	populate(b, db, total, convs, vocab)
 	b.Logf("populated %d messages in %s", total, time.Since(start).Round(time.Second))
 	bodies, index := searchSizes(b, db)
-	b.ReportMetric(float64(index)/float64(bodies), "index/bodies")
 	b.Logf("bodies %d bytes, index %d bytes (%.2fx)", bodies, index, float64(index)/float64(bodies))
 
-	qr := rand.New(rand.NewPCG(3, 4))
-	durs := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		sq, err := chat.ParseSearch(vocab[qr.IntN(2000)] + " " + vocab[qr.IntN(2000)])
-		if err != nil {
-			b.Fatal(err)
+	// A sub-benchmark, so that the population above runs once however
+	// many rounds the timing takes.
+	b.Run("two-words", func(b *testing.B) {
+		qr := rand.New(rand.NewPCG(3, 4))
+		durs := make([]time.Duration, 0, b.N)
+		for range b.N {
+			sq, err := chat.ParseSearch(vocab[qr.IntN(2000)] + " " + vocab[qr.IntN(2000)])
+			if err != nil {
+				b.Fatal(err)
+			}
+			sq.Limit = chat.DefaultSearchLimit
+			t0 := time.Now()
+			if _, err := db.Search(ctx, "u", sq); err != nil {
+				b.Fatal(err)
+			}
+			durs = append(durs, time.Since(t0))
 		}
-		sq.Limit = chat.DefaultSearchLimit
-		t0 := time.Now()
-		if _, err := db.Search(ctx, "u", sq); err != nil {
-			b.Fatal(err)
-		}
-		durs = append(durs, time.Since(t0))
-	}
-	b.StopTimer()
-	sort.Slice(durs, func(i, j int) bool { return durs[i] < durs[j] })
-	b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(durs[len(durs)*99/100].Microseconds())/1000, "p99-ms")
+		sort.Slice(durs, func(i, j int) bool { return durs[i] < durs[j] })
+		b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(durs[len(durs)*99/100].Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(index)/float64(bodies), "index/bodies")
+	})
 }
 
 // populate appends total messages through the writer, many in flight.
