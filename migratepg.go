@@ -168,12 +168,30 @@ func sqliteTables(ctx context.Context, tx *sql.Tx) ([]string, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	// Shadow tables of virtual tables (name_data, name_idx, ...).
+	// Shadow tables of virtual tables (name_data, name_idx, ...), and the
+	// search index's document map, which the target's own index replaces.
+	virtual, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'`)
+	if err != nil {
+		return nil, err
+	}
+	var vnames []string
+	for virtual.Next() {
+		var v string
+		if err := virtual.Scan(&v); err != nil {
+			virtual.Close()
+			return nil, err
+		}
+		vnames = append(vnames, v)
+	}
+	virtual.Close()
+	if err := virtual.Err(); err != nil {
+		return nil, err
+	}
 	var out []string
 	for _, n := range names {
-		shadow := false
-		for _, v := range names {
-			if strings.HasPrefix(n, v+"_") && isVirtual(ctx, tx, v) {
+		shadow := n == "search_docs"
+		for _, v := range vnames {
+			if strings.HasPrefix(n, v+"_") {
 				shadow = true
 			}
 		}
@@ -182,12 +200,6 @@ func sqliteTables(ctx context.Context, tx *sql.Tx) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-func isVirtual(ctx context.Context, tx *sql.Tx, name string) bool {
-	var n int
-	tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = ? AND sql LIKE 'CREATE VIRTUAL TABLE%'`, name).Scan(&n)
-	return n > 0
 }
 
 func sqliteColumns(ctx context.Context, tx *sql.Tx, table string) ([]string, error) {

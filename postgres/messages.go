@@ -41,7 +41,9 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 	ok := run[:0:0]
 	for _, j := range run {
 		m := j.msg
-		if storable(m.Conv) && storable(m.From) && storable(m.ClientMsgID) && storable(m.Body) && storable(m.Kind) {
+		if needsV11(m) {
+			j.r = result{err: errNotYet("edits, deletions, reactions, replies and mentions")}
+		} else if storable(m.Conv) && storable(m.From) && storable(m.ClientMsgID) && storable(m.Body) && storable(m.Kind) {
 			ok = append(ok, j)
 		} else {
 			j.r = result{err: chat.Errorf(chat.EBadRequest, "text with a NUL byte or invalid UTF-8 cannot be stored")}
