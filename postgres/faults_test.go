@@ -297,3 +297,40 @@ func TestTooManyConnections(t *testing.T) {
 		t.Errorf("once connections are free: seq %d, %v", m.Seq, err)
 	}
 }
+
+// TestV11NotYet: what PostgreSQL does not have yet (mutations, replies,
+// mentions, search) is refused as unavailable, never stored without its
+// meaning, and a plain message of the same batch still goes through.
+func TestV11NotYet(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, pg.NewDB(t), Options{BatchDelay: 50 * time.Millisecond})
+	if err := db.CreateGroup(ctx, "g", "g", "u", []string{"v"}); err != nil {
+		t.Fatal(err)
+	}
+	on := true
+	var pending []chat.Pending
+	for _, m := range []chat.Message{
+		{Kind: chat.KindEdit, Target: 1, Body: "x"},
+		{Kind: chat.KindReaction, Target: 1, Emoji: "+1", On: &on},
+		{Kind: chat.KindText, Body: "re", ReplyTo: 1},
+		{Kind: chat.KindText, Body: "@v", Mentions: []string{"v"}},
+	} {
+		m.Conv, m.From, m.ClientMsgID = "g", "u", fmt.Sprint(len(pending))
+		pending = append(pending, db.Append(ctx, m))
+	}
+	plain := db.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "plain", Kind: chat.KindText, Body: "hi"})
+	for i, p := range pending {
+		if _, _, err := p(); chat.ErrorCode(err) != chat.EUnavailable {
+			t.Errorf("v1.1 message %d: got %v, want unavailable", i, err)
+		}
+	}
+	if m, _, err := plain(); err != nil || m.Seq != 1 {
+		t.Errorf("plain message: seq %d, %v", m.Seq, err)
+	}
+	if _, err := db.Search(ctx, "u", chat.SearchQuery{}); chat.ErrorCode(err) != chat.EUnavailable {
+		t.Errorf("search: got %v, want unavailable", err)
+	}
+	if ids, err := db.Contacts(ctx, "u"); err != nil || len(ids) != 1 || ids[0] != "v" {
+		t.Errorf("contacts: %v %v", ids, err)
+	}
+}
