@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -145,5 +146,40 @@ func TestMigrateToPostgres(t *testing.T) {
 	cmd.SetArgs([]string{"migrate-to-postgres", "--from", path, "--to", url})
 	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "empty database") {
 		t.Errorf("second run: got %v, want a refusal", err)
+	}
+}
+
+// TestMigrateToPostgresRefusesV11: a SQLite database holding what the
+// PostgreSQL schema has no place for yet (a reply) is refused, naming it,
+// and nothing is copied.
+func TestMigrateToPostgresRefusesV11(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v11.db")
+	src, err := storage.Open(ctx, path, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.CreateGroup(ctx, "g", "g", "u", nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range []chat.Message{{Body: "first"}, {Body: "a reply", ReplyTo: 1}} {
+		m.Conv, m.From, m.ClientMsgID, m.Kind = "g", "u", fmt.Sprint(i), chat.KindText
+		if _, _, err := src.Append(ctx, m)(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src.Close()
+	url := testPostgres(t).NewDB(t)
+	err = migrateToPostgres(ctx, path, url, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "reply_to") {
+		t.Fatalf("got %v, want a refusal naming reply_to", err)
+	}
+	dst, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if _, err := dst.Roster(ctx, "g"); chat.ErrorCode(err) != chat.ENotFound {
+		t.Errorf("something was copied: roster %v", err)
 	}
 }
