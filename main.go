@@ -133,6 +133,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		Readers:     cfg.SQLite.Readers,
 		OnCommit:    func(m []chat.Message) { svc.Committed(m) },
 		Metrics:     metrics,
+		Logger:      log,
 		Redis:       rdb,
 		RedisPrefix: cfg.RedisPrefix,
 		RedisAlloc:  seq.RedisAllocOptions{GroupBlock: cfg.Seq.GroupBlock, DirectBlock: cfg.Seq.DirectBlock},
@@ -151,12 +152,15 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	}
 	health["sqlite"] = db.Ping
 	srv := server.New(server.Config{
-		MaxRequestBytes: cfg.Limits.MaxRequestBytes,
-		MaxFrameBytes:   cfg.Limits.MaxFrameBytes,
-		AllowedOrigins:  cfg.WebSocket.AllowedOrigins,
-		SessionQueue:    cfg.WebSocket.SessionQueue,
-		WriteTimeout:    cfg.WebSocket.WriteTimeout,
-		Pprof:           cfg.Debug.Pprof,
+		MaxRequestBytes:    cfg.Limits.MaxRequestBytes,
+		MaxFrameBytes:      cfg.Limits.MaxFrameBytes,
+		AllowedOrigins:     cfg.WebSocket.AllowedOrigins,
+		SessionQueue:       cfg.WebSocket.SessionQueue,
+		WriteTimeout:       cfg.WebSocket.WriteTimeout,
+		Pprof:              cfg.Debug.Pprof,
+		ReadTimeout:        cfg.HTTP.ReadTimeout,
+		APIWriteTimeout:    cfg.HTTP.WriteTimeout,
+		MaxSessionsPerUser: cfg.WebSocket.MaxSessionsPerUser,
 	}, svc, hub, metrics, web.Handler(), health, log)
 
 	l, err := net.Listen("tcp", cfg.Addr)
@@ -202,6 +206,8 @@ func chatConfig(cfg Config) chat.Config {
 		AckFlushInterval: cfg.Chat.AckFlushInterval,
 		ReceiptInterval:  cfg.Chat.ReceiptInterval,
 		Admins:           cfg.Auth.Admins,
+		TokenIdle:        cfg.Auth.TokenIdle,
+		TokenMaxAge:      cfg.Auth.TokenMaxAge,
 		Storm: chat.StormConfig{
 			Threshold:     cfg.Storm.Threshold,
 			LowerMark:     cfg.Storm.LowerMark,

@@ -32,7 +32,13 @@ func (s *Server) routes() *http.ServeMux {
 
 	m.HandleFunc("GET /api/v1/admin/storms", s.authed(s.handleStorms))
 
-	m.HandleFunc("GET /api/v1/ws", s.handleWS)
+	m.HandleFunc("GET /api/v1/sessions", s.authed(s.handleSessions))
+	m.HandleFunc("DELETE /api/v1/sessions", s.authed(s.handleEndSessions))
+	m.HandleFunc("DELETE /api/v1/sessions/{id}", s.authed(s.handleEndSession))
+	m.HandleFunc("POST /api/v1/auth/password", s.authed(s.handlePassword))
+	m.HandleFunc("POST /api/v1/auth/ticket", s.authed(s.handleTicket))
+
+	m.HandleFunc("GET "+wsPath, s.handleWS)
 	m.HandleFunc("/api/", s.handleUnknownAPI)
 	m.HandleFunc("GET /healthz", s.handleHealth)
 	m.Handle("GET /metrics", s.metrics.Handler())
