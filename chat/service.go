@@ -42,6 +42,9 @@ type Config struct {
 	// every PasswordRefill.
 	PasswordFailures int
 	PasswordRefill   time.Duration
+	// TicketTTL is how long a WebSocket ticket may wait for its use
+	// (PROTOCOL.md: 30 s; tests shorten it).
+	TicketTTL time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -65,6 +68,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SessionFlushInterval <= 0 {
 		c.SessionFlushInterval = time.Minute
+	}
+	if c.TicketTTL <= 0 {
+		c.TicketTTL = 30 * time.Second
 	}
 	if c.PasswordFailures <= 0 {
 		c.PasswordFailures = 10

@@ -276,9 +276,6 @@ func rateLimited(msg string, wait time.Duration) *Error {
 	return &Error{Code: ERateLimited, Message: msg, RetryAfterMS: max(1, wait.Milliseconds())}
 }
 
-// TicketTTL is how long a WebSocket ticket may wait for its use.
-const TicketTTL = 30 * time.Second
-
 // NewTicket returns a one-time ticket for opening a WebSocket as the
 // session of token, and when it expires (Unix ms). Only its hash is
 // stored, in the database, so every process sharing it accepts it.
@@ -287,7 +284,7 @@ func (s *Service) NewTicket(ctx context.Context, me, token string) (string, int6
 	if err != nil {
 		return "", 0, err
 	}
-	exp := time.Now().Add(TicketTTL).UnixMilli()
+	exp := time.Now().Add(s.cfg.TicketTTL).UnixMilli()
 	if err := s.store.CreateTicket(ctx, h, me, TokenHash(token), exp); err != nil {
 		return "", 0, err
 	}
