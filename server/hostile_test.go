@@ -8,8 +8,11 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"github.com/coder/websocket"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,5 +168,302 @@ func TestHostileReadOnlyWrites(t *testing.T) {
 	ts.restart()
 	if got := alice.conversation(t, conv); got.LastAckSeq != 3 || got.ReadSeq != 2 {
 		t.Fatalf("after a restart: last_ack_seq %d read_seq %d, want 3 and 2", got.LastAckSeq, got.ReadSeq)
+	}
+}
+
+// sessionJSON is an entry of GET /api/v1/sessions.
+type sessionJSON struct {
+	ID         string `json:"id"`
+	CreatedAt  int64  `json:"created_at"`
+	LastUsedAt int64  `json:"last_used_at"`
+	UserAgent  string `json:"user_agent"`
+	Address    string `json:"address"`
+	Current    bool   `json:"current"`
+}
+
+func (a *account) sessions(t testing.TB) []sessionJSON {
+	t.Helper()
+	var reply struct {
+		Sessions []sessionJSON `json:"sessions"`
+	}
+	a.get(t, "/api/v1/sessions").want(t, http.StatusOK).decode(t, &reply)
+	return reply.Sessions
+}
+
+// login opens another session of a with the given user agent.
+func (a *account) login(t testing.TB, userAgent string) *account {
+	t.Helper()
+	r, err := a.ts.doErr("POST", "/api/v1/auth/login", "", map[string]string{"username": a.User.Username, "password": "password-" + a.User.Username},
+		http.Header{"User-Agent": {userAgent}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.want(t, http.StatusOK)
+	b := &account{ts: a.ts, User: a.User}
+	b.Token, _ = r.JSON["token"].(string)
+	return b
+}
+
+// Sessions: listed with their client, the caller's marked current; ending
+// one (or all others) stops its token at once and closes its sockets;
+// another user's session id or an unknown one is 404, never 204.
+func TestHostileSessions(t *testing.T) {
+	ts := newServer(t)
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	laptop, phone := alice.login(t, "Laptop/1.0"), alice.login(t, "Phone/2.0")
+	list := alice.sessions(t)
+	if len(list) != 3 {
+		t.Fatalf("sessions: got %d, want 3: %+v", len(list), list)
+	}
+	var current, laptopID, phoneID string
+	for _, s := range list {
+		if s.ID == "" || s.CreatedAt == 0 || s.LastUsedAt == 0 || s.Address != "127.0.0.1" {
+			t.Errorf("session without id, times or address: %+v", s)
+		}
+		if s.ID == alice.Token || s.ID == laptop.Token || s.ID == phone.Token {
+			t.Errorf("a session id is a token: %+v", s)
+		}
+		switch {
+		case s.Current:
+			current = s.ID
+		case s.UserAgent == "Laptop/1.0":
+			laptopID = s.ID
+		case s.UserAgent == "Phone/2.0":
+			phoneID = s.ID
+		}
+	}
+	if current == "" || laptopID == "" || phoneID == "" {
+		t.Fatalf("sessions: want one current, a Laptop and a Phone: %+v", list)
+	}
+	// A session id is not a credential.
+	ts.do(t, "GET", "/api/v1/me", laptopID, nil).wantError(t, http.StatusUnauthorized, chat.EUnauthorized)
+
+	ws := laptop.dial(t, "laptop-ws")
+	// Another user's session, an unknown one, a guessed one: 404, and the
+	// session still works.
+	bob.del(t, "/api/v1/sessions/"+laptopID).wantError(t, http.StatusNotFound, chat.ENotFound)
+	alice.del(t, "/api/v1/sessions/"+chat.NewID()).wantError(t, http.StatusNotFound, chat.ENotFound)
+	alice.del(t, "/api/v1/sessions/"+laptop.Token).wantError(t, http.StatusNotFound, chat.ENotFound)
+	laptop.get(t, "/api/v1/me").want(t, http.StatusOK)
+	alice.del(t, "/api/v1/sessions").wantError(t, http.StatusBadRequest, chat.EBadRequest)
+
+	alice.del(t, "/api/v1/sessions/"+laptopID).want(t, http.StatusNoContent)
+	laptop.get(t, "/api/v1/me").wantError(t, http.StatusUnauthorized, chat.EUnauthorized)
+	if st := ws.closeStatus(t); st != websocket.StatusPolicyViolation {
+		t.Fatalf("socket of the ended session: close status %v, want policy violation", st)
+	}
+	// Ended twice: 404 the second time.
+	alice.del(t, "/api/v1/sessions/"+laptopID).wantError(t, http.StatusNotFound, chat.ENotFound)
+
+	phoneWS := phone.dial(t, "phone-ws")
+	alice.del(t, "/api/v1/sessions?others=true").want(t, http.StatusNoContent)
+	phone.get(t, "/api/v1/me").wantError(t, http.StatusUnauthorized, chat.EUnauthorized)
+	if st := phoneWS.closeStatus(t); st != websocket.StatusPolicyViolation {
+		t.Fatalf("socket of another session: close status %v, want policy violation", st)
+	}
+	if list := alice.sessions(t); len(list) != 1 || !list[0].Current || list[0].ID != current {
+		t.Fatalf("after logging out everywhere else: %+v", list)
+	}
+	bob.get(t, "/api/v1/me").want(t, http.StatusOK)
+}
+
+// A password change needs the old password (wrong: 401, then 429 like
+// failed logins), ends every other session and keeps the caller's.
+func TestHostilePasswordChange(t *testing.T) {
+	ts := newServer(t)
+	alice := ts.register(t, "alice")
+	other := alice.login(t, "Other/1.0")
+	ws := other.dial(t, "other-ws")
+	wrong := map[string]string{"old_password": "not it at all", "new_password": "a brand new password"}
+	alice.post(t, "/api/v1/auth/password", wrong).wantError(t, http.StatusUnauthorized, chat.EUnauthorized)
+	alice.post(t, "/api/v1/auth/password", map[string]string{"old_password": "password-alice", "new_password": "short"}).
+		wantError(t, http.StatusBadRequest, chat.EBadRequest)
+	ok := map[string]string{"old_password": "password-alice", "new_password": "a brand new password"}
+	alice.post(t, "/api/v1/auth/password", ok).want(t, http.StatusNoContent)
+	other.get(t, "/api/v1/me").wantError(t, http.StatusUnauthorized, chat.EUnauthorized)
+	if st := ws.closeStatus(t); st != websocket.StatusPolicyViolation {
+		t.Fatalf("socket of another session after a password change: %v", st)
+	}
+	alice.get(t, "/api/v1/me").want(t, http.StatusOK)
+	ts.do(t, "POST", "/api/v1/auth/login", "", map[string]string{"username": "alice", "password": "password-alice"}).
+		wantError(t, http.StatusUnauthorized, chat.EUnauthorized)
+	ts.do(t, "POST", "/api/v1/auth/login", "", map[string]string{"username": "alice", "password": "a brand new password"}).want(t, http.StatusOK)
+
+	// Guessing: after 10 wrong old passwords the user is limited, even the
+	// right one waits.
+	bob := ts.register(t, "bob")
+	limited := false
+	for i := 0; i < 12 && !limited; i++ {
+		r := bob.post(t, "/api/v1/auth/password", wrong)
+		switch r.Status {
+		case http.StatusUnauthorized:
+		case http.StatusTooManyRequests:
+			r.wantError(t, http.StatusTooManyRequests, chat.ERateLimited)
+			if r.Header.Get("Retry-After") == "" {
+				t.Errorf("429 without Retry-After")
+			}
+			limited = true
+		default:
+			t.Fatalf("wrong old password: %s", r)
+		}
+	}
+	if !limited {
+		t.Fatal("12 wrong old passwords were never rate limited")
+	}
+	bob.post(t, "/api/v1/auth/password", map[string]string{"old_password": "password-bob", "new_password": "another new one"}).
+		wantError(t, http.StatusTooManyRequests, chat.ERateLimited)
+	bob.get(t, "/api/v1/me").want(t, http.StatusOK)
+}
+
+// Tokens expire when unused for token_idle (use kept in memory counts) or
+// older than token_max_age.
+func TestHostileTokenExpiry(t *testing.T) {
+	idle := newServer(t, func(c *testConfig) { c.chat.TokenIdle = time.Second })
+	alice, bob := idle.register(t, "alice"), idle.register(t, "bob")
+	// alice's token is used more often than the idle time; bob's is not.
+	for range 8 {
+		time.Sleep(250 * time.Millisecond)
+		alice.get(t, "/api/v1/me").want(t, http.StatusOK)
+	}
+	alice.get(t, "/api/v1/me").want(t, http.StatusOK)
+	bob.get(t, "/api/v1/me").wantError(t, http.StatusUnauthorized, chat.EUnauthorized)
+	if _, res, err := idle.dialRaw(bob.Token, nil); err == nil || res == nil || res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("socket with an idle token: %v", err)
+	}
+
+	aged := newServer(t, func(c *testConfig) { c.chat.TokenMaxAge = time.Second })
+	carol := aged.register(t, "carol")
+	carol.get(t, "/api/v1/me").want(t, http.StatusOK)
+	time.Sleep(1100 * time.Millisecond)
+	carol.get(t, "/api/v1/me").wantError(t, http.StatusUnauthorized, chat.EUnauthorized)
+}
+
+func (a *account) ticket(t testing.TB) string {
+	t.Helper()
+	r := a.post(t, "/api/v1/auth/ticket", nil).want(t, http.StatusCreated)
+	tk, _ := r.JSON["ticket"].(string)
+	exp, _ := r.JSON["expires_at"].(float64)
+	if tk == "" || int64(exp) <= time.Now().UnixMilli() {
+		t.Fatalf("ticket reply: %s", r)
+	}
+	return tk
+}
+
+// dialTicket opens a socket with a ticket and returns the status of the
+// handshake.
+func (ts *testServer) dialTicket(ticket string) (*websocket.Conn, int) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	c, res, err := websocket.Dial(ctx, "ws://"+ts.Host+"/api/v1/ws?ticket="+ticket, nil)
+	if err != nil {
+		if res != nil {
+			return nil, res.StatusCode
+		}
+		return nil, 0
+	}
+	return c, http.StatusSwitchingProtocols
+}
+
+// Tickets open one socket once, within their time, on any process sharing
+// the database; used, expired, guessed ones get 401 before the upgrade.
+func TestHostileTickets(t *testing.T) {
+	ts := newServer(t, func(c *testConfig) { c.chat.TicketTTL = 300 * time.Millisecond })
+	alice := ts.register(t, "alice")
+
+	tk := alice.ticket(t)
+	c, status := ts.dialTicket(tk)
+	if status != http.StatusSwitchingProtocols {
+		t.Fatalf("dial with a fresh ticket: %d", status)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	_, hello, err := c.Read(ctx)
+	if err != nil || !strings.Contains(string(hello), `"hello"`) || !strings.Contains(string(hello), alice.ID()) {
+		t.Fatalf("hello over a ticket: %s %v", hello, err)
+	}
+	if _, status := ts.dialTicket(tk); status != http.StatusUnauthorized {
+		t.Fatalf("ticket used twice: %d, want 401", status)
+	}
+	for _, guess := range []string{chat.NewID(), "x", alice.Token, strings.Repeat("A", 43)} {
+		if _, status := ts.dialTicket(guess); status != http.StatusUnauthorized {
+			t.Fatalf("guessed ticket %q: %d, want 401", guess, status)
+		}
+	}
+	expired := alice.ticket(t)
+	time.Sleep(400 * time.Millisecond)
+	if _, status := ts.dialTicket(expired); status != http.StatusUnauthorized {
+		t.Fatalf("expired ticket: %d, want 401", status)
+	}
+	// A ticket dies with the session that asked for it, and that session's
+	// end closes the socket the ticket opened.
+	other := alice.login(t, "Other/1.0")
+	orphan := other.ticket(t)
+	other.post(t, "/api/v1/auth/logout", nil).want(t, http.StatusNoContent)
+	if _, status := ts.dialTicket(orphan); status != http.StatusUnauthorized {
+		t.Fatalf("ticket of a logged-out session: %d, want 401", status)
+	}
+	alice.post(t, "/api/v1/auth/logout", nil).want(t, http.StatusNoContent)
+	if _, _, err := c.Read(ctx); websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+		t.Fatalf("socket opened with a ticket after its session logged out: %v", err)
+	}
+}
+
+// Twenty upgrades race for one ticket: exactly one wins.
+func TestHostileTicketRace(t *testing.T) {
+	ts := newServer(t)
+	alice := ts.register(t, "alice")
+	tk := alice.ticket(t)
+	var wg sync.WaitGroup
+	var won, refused atomic.Int32
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, status := ts.dialTicket(tk)
+			switch status {
+			case http.StatusSwitchingProtocols:
+				won.Add(1)
+				c.CloseNow()
+			case http.StatusUnauthorized:
+				refused.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if won.Load() != 1 || refused.Load() != 19 {
+		t.Fatalf("20 upgrades with one ticket: %d opened, %d refused; want 1 and 19", won.Load(), refused.Load())
+	}
+}
+
+// One more socket than websocket.max_sessions_per_user: 429 before the
+// upgrade, counted; a closed socket frees its place.
+func TestHostileSocketsPerUser(t *testing.T) {
+	ts := newServer(t, func(c *testConfig) { c.server.MaxSessionsPerUser = 2 })
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	a1 := alice.dial(t, "a1")
+	alice.dial(t, "a2")
+	_, res, err := ts.dialRaw(alice.Token, nil)
+	if err == nil || res == nil || res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third socket: %v (%v), want 429", err, res)
+	}
+	if res.Header.Get("Retry-After") == "" {
+		t.Error("429 without Retry-After")
+	}
+	bob.dial(t, "b1") // others are not affected
+	if got := metricValue(t, ts.metrics, "imserver_sessions_refused_total"); got != 1 {
+		t.Errorf("imserver_sessions_refused_total: got %v, want 1", got)
+	}
+	a1.conn.Close(websocket.StatusNormalClosure, "")
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		c, _, err := ts.dialRaw(alice.Token, nil)
+		if err == nil {
+			c.CloseNow()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a closed socket's place was not freed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
