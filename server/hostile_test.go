@@ -7,9 +7,13 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"github.com/coder/websocket"
+	"io"
+	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -466,4 +470,242 @@ func TestHostileSocketsPerUser(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// A request body that trickles (headers promising 100 bytes, then one) is
+// cut after http.read_timeout; a WebSocket idle for longer is not.
+func TestHostileTrickledBody(t *testing.T) {
+	ts := newServer(t, func(c *testConfig) { c.server.ReadTimeout = 300 * time.Millisecond })
+	alice := ts.register(t, "alice")
+	ws := alice.dial(t, "alice-ws")
+
+	conn, err := net.Dial("tcp", ts.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /api/v1/auth/login HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", ts.Host)
+	conn.SetReadDeadline(time.Now().Add(waitTimeout))
+	start := time.Now()
+	rest, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("the trickling connection was not cut (waited %s): %v", time.Since(start), err)
+	}
+	if len(rest) > 0 && !strings.HasPrefix(string(rest), "HTTP/1.1 400") {
+		t.Errorf("answer to a body that never came: %q", rest)
+	}
+
+	// The socket outlived several read timeouts and still answers.
+	time.Sleep(time.Second)
+	ws.ping(t)
+	// So does a socket whose handshake came on a connection that carried
+	// an API request first (its deadlines must not leak into the socket).
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	req, _ := http.NewRequest("GET", ts.URL+"/api/v1/me", nil)
+	req.Header.Set("Authorization", "Bearer "+alice.Token)
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, ts.wsURL(alice.Token), &websocket.DialOptions{HTTPClient: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if _, _, err := c.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"ping","req":"p"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, err := c.Read(ctx); err != nil || !strings.Contains(string(b), "pong") {
+		t.Fatalf("socket after its connection's API request: %s %v", b, err)
+	}
+}
+
+// leanReader reads a socket as fast as it can and keeps only what a test
+// needs: the largest seq seen live per conversation and how many.
+type leanReader struct {
+	conn *websocket.Conn
+	mu   sync.Mutex
+	seqs map[int64]bool
+	sent int
+	err  error
+	done chan struct{}
+}
+
+func readLean(c *websocket.Conn) *leanReader {
+	r := &leanReader{conn: c, seqs: make(map[int64]bool), done: make(chan struct{})}
+	c.SetReadLimit(1 << 30)
+	go func() {
+		defer close(r.done)
+		for {
+			_, b, err := c.Read(context.Background())
+			if err != nil {
+				r.mu.Lock()
+				r.err = err
+				r.mu.Unlock()
+				return
+			}
+			var f struct {
+				Type     string        `json:"type"`
+				Message  messageJSON   `json:"message"`
+				Messages []messageJSON `json:"messages"`
+			}
+			if json.Unmarshal(b, &f) != nil {
+				continue
+			}
+			r.mu.Lock()
+			switch f.Type {
+			case "sent":
+				r.sent++
+			case "msg":
+				r.seqs[f.Message.Seq] = true
+			case "batch":
+				for _, m := range f.Messages {
+					r.seqs[m.Seq] = true
+				}
+			}
+			r.mu.Unlock()
+		}
+	}()
+	return r
+}
+
+func (r *leanReader) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.seqs)
+}
+
+func (r *leanReader) sentCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sent
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// A member that never reads its socket during a fan-out: its session is
+// cut, the server's memory does not grow with what it missed, and the
+// others get every message live.
+func TestHostileNeverReadingClient(t *testing.T) {
+	ts := newServer(t, func(c *testConfig) {
+		c.server.SessionQueue = 64
+		c.server.WriteTimeout = 500 * time.Millisecond
+		c.chat.SendRate, c.chat.SendBurst = 100_000, 100_000
+	})
+	alice, bob, carol := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol")
+	group := alice.group(t, "fan-out", bob, carol).ID
+	bobConn, _, err := ts.dialRaw(bob.Token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bobConn.CloseNow()
+	bobR := readLean(bobConn)
+	// carol's socket is opened and never read.
+	carolConn, _, err := ts.dialRaw(carol.Token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer carolConn.CloseNow()
+	// The sender keeps nothing of its replies either: the heap measured
+	// is then the server's.
+	senderConn, _, err := ts.dialRaw(alice.Token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer senderConn.CloseNow()
+	senderR := readLean(senderConn)
+
+	const n, size = 1000, 8 << 10
+	base := heapInUse()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	start := time.Now()
+	frame := []byte(`{"type":"send","req":"r","conv":"` + group + `","client_msg_id":"%d","body":"` + bigBody(size) + `"}`)
+	for i := range n {
+		if err := senderConn.Write(ctx, websocket.MessageText, []byte(strings.Replace(string(frame), "%d", fmt.Sprint(i), 1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("frames written in %s", time.Since(start))
+	deadline := time.Now().Add(waitTimeout)
+	for bobR.count() < n || senderR.sentCount() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("bob got %d of %d messages live while carol did not read", bobR.count(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("bob got everything after %s", time.Since(start))
+	for metricValue(t, ts.metrics, "imserver_sessions") > 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the session that never reads was not cut")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// 16 MiB went to carol; her socket buffers hold a few, her queue at
+	// most session_queue frames. Had the server kept what she missed, it
+	// would hold all of it.
+	grown := int64(heapInUse()) - int64(base)
+	t.Logf("heap grew by %.1f MiB while %d MiB went to a client that never reads", float64(grown)/(1<<20), n*size>>20)
+	if grown > n*size/2 {
+		t.Fatalf("heap grew by %d MiB while sending %d MiB to a client that never reads", grown>>20, n*size>>20)
+	}
+}
+
+// 1,000 sockets opened and dropped without reading leave no goroutine
+// behind.
+func TestHostileThousandDroppedSockets(t *testing.T) {
+	ts := newServer(t, func(c *testConfig) { c.server.MaxSessionsPerUser = 2000 })
+	alice := ts.register(t, "alice")
+	alice.get(t, "/api/v1/me").want(t, http.StatusOK)
+	ts.http.CloseIdleConnections()
+	base := runtime.NumGoroutine()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	var failed atomic.Int32
+	for range 1000 {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c, _, err := ts.dialRaw(alice.Token, nil)
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			c.CloseNow()
+		}()
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.Fatalf("%d of 1000 dials failed", failed.Load())
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= base+5 && metricValue(t, ts.metrics, "imserver_sessions") == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines: %d before, %d after 1000 dropped sockets:\n%s", base, n, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	alice.dial(t, "after") // the server still serves
 }
