@@ -10,6 +10,7 @@ import { ConversationView } from './conversation.js';
 import { authView } from './auth.js';
 import { detailsDialog, newDirectDialog, newGroupDialog } from './dialogs.js';
 import { h } from './dom.js';
+import { settingsDialog } from './settings.js';
 
 const TOKEN_KEY = 'imserver.token';
 const USER_KEY = 'imserver.user';
@@ -107,6 +108,7 @@ function startSession(user, token) {
       conn,
       h('span', { class: 'spacer' }),
       h('span', { class: 'me', id: 'me-name', title: `@${user.username}` }, user.display_name || user.username),
+      h('button', { type: 'button', class: 'btn', id: 'settings-btn', onClick: () => settingsDialog(api) }, 'Settings'),
       h('button', { type: 'button', class: 'btn', id: 'logout-btn', onClick: logout }, 'Log out'),
     ),
     h('div', { class: 'main' }, list.root, view.root),
