@@ -7,10 +7,12 @@ package server_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"github.com/coder/websocket"
 	"io"
+	_ "modernc.org/sqlite"
 	"net"
 	"net/http"
 	"runtime"
@@ -708,4 +710,52 @@ func TestHostileThousandDroppedSockets(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	alice.dial(t, "after") // the server still serves
+}
+
+// storedLastUse reads a session's last use as the database has it.
+func (ts *testServer) storedLastUse(t testing.TB, user string) []int64 {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+ts.path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT last_used_at FROM tokens WHERE user_id = ? ORDER BY created_at`, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// A token's use is not a write per request: it is kept in memory (and
+// shown from there) and written with the next flush (at the latest when
+// the server stops).
+func TestHostileSessionUseNotWrittenPerRequest(t *testing.T) {
+	ts := newServer(t)
+	alice := ts.register(t, "alice")
+	created := ts.storedLastUse(t, alice.ID())
+	time.Sleep(20 * time.Millisecond)
+	for range 20 {
+		alice.get(t, "/api/v1/me").want(t, http.StatusOK)
+	}
+	if got := ts.storedLastUse(t, alice.ID()); len(got) != 1 || got[0] != created[0] {
+		t.Fatalf("stored last use after 20 requests: %v, want it unchanged at %v (written once a minute)", got, created)
+	}
+	shown := alice.sessions(t)[0].LastUsedAt
+	if shown <= created[0] {
+		t.Fatalf("listed last use %d is not after creation %d", shown, created[0])
+	}
+	ts.restart()
+	if got := ts.storedLastUse(t, alice.ID()); len(got) != 1 || got[0] < shown {
+		t.Fatalf("stored last use after the flush: %v, want >= %d", got, shown)
+	}
 }
