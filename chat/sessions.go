@@ -142,18 +142,39 @@ func (u *sessionUses) putBack(uses []SessionUse) {
 }
 
 func (s *Service) flushSessionUses() {
-	uses := s.uses.take()
-	if len(uses) == 0 {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.store.TouchSessions(ctx, uses); err != nil {
-		if ErrorCode(err) != EUnavailable {
-			s.log.Error("saving sessions' last use", "n", len(uses), "err", err)
+	if uses := s.uses.take(); len(uses) > 0 {
+		if err := s.store.TouchSessions(ctx, uses); err != nil {
+			if ErrorCode(err) != EUnavailable {
+				s.log.Error("saving sessions' last use", "n", len(uses), "err", err)
+			}
+			s.uses.putBack(uses)
+			return
 		}
-		s.uses.putBack(uses)
 	}
+	// Expired tokens are refused anyway; deleting them keeps them out of
+	// the sessions list and the table small. The uses just written make
+	// the stored last uses current.
+	usedBefore, createdBefore := s.expiryBounds(time.Now())
+	if usedBefore == 0 && createdBefore == 0 {
+		return
+	}
+	if err := s.store.DeleteExpiredSessions(ctx, usedBefore, createdBefore); err != nil && ErrorCode(err) != EUnavailable {
+		s.log.Error("deleting expired sessions", "err", err)
+	}
+}
+
+// expiryBounds returns the last use and the creation time (Unix ms) before
+// which a session has expired at now; 0 where the configuration sets none.
+func (s *Service) expiryBounds(now time.Time) (usedBefore, createdBefore int64) {
+	if s.cfg.TokenIdle > 0 {
+		usedBefore = now.Add(-s.cfg.TokenIdle).UnixMilli()
+	}
+	if s.cfg.TokenMaxAge > 0 {
+		createdBefore = now.Add(-s.cfg.TokenMaxAge).UnixMilli()
+	}
+	return usedBefore, createdBefore
 }
 
 func (s *Service) flushSessionUsesLoop() {
@@ -184,14 +205,18 @@ func (s *Service) authorize(ctx context.Context, hash []byte) (User, Session, er
 	if use, ok := s.uses.last(hash); ok && use.LastUsedAt > sess.LastUsedAt {
 		sess.LastUsedAt = use.LastUsedAt
 	}
-	if s.cfg.TokenIdle > 0 && now.Sub(time.UnixMilli(sess.LastUsedAt)) > s.cfg.TokenIdle {
-		return User{}, Session{}, Errorf(EUnauthorized, "session expired (unused for too long); log in again")
-	}
-	if s.cfg.TokenMaxAge > 0 && now.Sub(time.UnixMilli(sess.CreatedAt)) > s.cfg.TokenMaxAge {
+	if s.expired(sess, now) {
 		return User{}, Session{}, Errorf(EUnauthorized, "session expired; log in again")
 	}
 	s.uses.record(hash, now.UnixMilli(), clientOf(ctx))
 	return u, sess, nil
+}
+
+// expired reports whether sess (its last use as known here) may no
+// longer be used.
+func (s *Service) expired(sess Session, now time.Time) bool {
+	usedBefore, createdBefore := s.expiryBounds(now)
+	return sess.LastUsedAt < usedBefore || sess.CreatedAt < createdBefore
 }
 
 // Authorize returns the user and session a token opens.
@@ -210,6 +235,8 @@ func (s *Service) Sessions(ctx context.Context, me, token string) ([]Session, er
 		return nil, err
 	}
 	cur := string(TokenHash(token))
+	now := time.Now()
+	live := list[:0]
 	for i := range list {
 		if use, ok := s.uses.last(list[i].TokenHash); ok {
 			list[i].LastUsedAt = max(list[i].LastUsedAt, use.LastUsedAt)
@@ -221,8 +248,11 @@ func (s *Service) Sessions(ctx context.Context, me, token string) ([]Session, er
 			}
 		}
 		list[i].Current = string(list[i].TokenHash) == cur
+		if !s.expired(list[i], now) {
+			live = append(live, list[i])
+		}
 	}
-	return list, nil
+	return live, nil
 }
 
 // EndSession revokes one of my sessions and returns its token hash, so

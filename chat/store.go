@@ -46,6 +46,9 @@ type UserStore interface {
 	ChangePassword(ctx context.Context, userID, passwordHash string, keep []byte) ([][]byte, error)
 	// TouchSessions records the latest uses of tokens (one write for all).
 	TouchSessions(ctx context.Context, uses []SessionUse) error
+	// DeleteExpiredSessions deletes the tokens last used before usedBefore
+	// or created before createdBefore (0: no such bound).
+	DeleteExpiredSessions(ctx context.Context, usedBefore, createdBefore int64) error
 
 	// CreateTicket stores a one-time WebSocket ticket of a session.
 	CreateTicket(ctx context.Context, hash []byte, userID string, tokenHash []byte, expiresAt int64) error

@@ -324,7 +324,10 @@ func TestHostilePasswordChange(t *testing.T) {
 // Tokens expire when unused for token_idle (use kept in memory counts) or
 // older than token_max_age.
 func TestHostileTokenExpiry(t *testing.T) {
-	idle := newServer(t, func(c *testConfig) { c.chat.TokenIdle = time.Second })
+	idle := newServer(t, func(c *testConfig) {
+		c.chat.TokenIdle = time.Second
+		c.chat.SessionFlushInterval = 100 * time.Millisecond
+	})
 	alice, bob := idle.register(t, "alice"), idle.register(t, "bob")
 	// alice's token is used more often than the idle time; bob's is not.
 	for range 8 {
@@ -335,6 +338,17 @@ func TestHostileTokenExpiry(t *testing.T) {
 	bob.get(t, "/api/v1/me").wantError(t, http.StatusUnauthorized, chat.EUnauthorized)
 	if _, res, err := idle.dialRaw(bob.Token, nil); err == nil || res == nil || res.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("socket with an idle token: %v", err)
+	}
+	// Expired sessions are swept from the database; used ones stay.
+	deadline := time.Now().Add(waitTimeout)
+	for len(idle.storedLastUse(t, bob.ID())) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("an expired session was never deleted")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := len(idle.storedLastUse(t, alice.ID())); n != 1 {
+		t.Fatalf("alice's sessions in the database: %d, want 1", n)
 	}
 
 	aged := newServer(t, func(c *testConfig) { c.chat.TokenMaxAge = time.Second })

@@ -16,18 +16,18 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	Sessions      prometheus.Gauge
-	Stored        prometheus.Counter
-	Deliveries    prometheus.Counter
-	Frames        prometheus.Counter
-	Bytes         prometheus.Counter
-	SlowCuts      prometheus.Counter
-	RateLimited   prometheus.Counter
+	Sessions    prometheus.Gauge
+	Stored      prometheus.Counter
+	Deliveries  prometheus.Counter
+	Frames      prometheus.Counter
+	Bytes       prometheus.Counter
+	SlowCuts    prometheus.Counter
+	RateLimited prometheus.Counter
 	// Hostile and failing conditions.
 	WriteErrors     *prometheus.CounterVec
 	SessionsRefused prometheus.Counter
-	BatchJobs     prometheus.Histogram
-	CommitSeconds prometheus.Histogram
+	BatchJobs       prometheus.Histogram
+	CommitSeconds   prometheus.Histogram
 
 	// Storm mode and the outbound event queue.
 	StormsStarted     prometheus.Counter

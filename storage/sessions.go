@@ -147,3 +147,11 @@ func (db *DB) UseTicket(ctx context.Context, hash []byte, now int64) ([]byte, er
 	})
 	return tokenHash, err
 }
+
+// DeleteExpiredSessions implements chat.UserStore.
+func (db *DB) DeleteExpiredSessions(ctx context.Context, usedBefore, createdBefore int64) error {
+	return db.w.exec(ctx, func(t *wtx) error {
+		_, err := t.ExecContext(t.ctx, `DELETE FROM tokens WHERE last_used_at < ? OR created_at < ?`, usedBefore, createdBefore)
+		return err
+	})
+}
