@@ -32,6 +32,10 @@ type Config struct {
 	APIWriteTimeout time.Duration
 	// MaxSessionsPerUser bounds one user's open sockets on this process.
 	MaxSessionsPerUser int
+	// Version, Commit and Schema (the database's newest applied migration)
+	// are reported by /healthz.
+	Version, Commit string
+	Schema          int
 }
 
 func (c *Config) setDefaults() {
