@@ -325,12 +325,12 @@ func TestHostilePasswordChange(t *testing.T) {
 // older than token_max_age.
 func TestHostileTokenExpiry(t *testing.T) {
 	idle := newServer(t, func(c *testConfig) {
-		c.chat.TokenIdle = time.Second
+		c.chat.TokenIdle = 3 * time.Second
 		c.chat.SessionFlushInterval = 100 * time.Millisecond
 	})
 	alice, bob := idle.register(t, "alice"), idle.register(t, "bob")
 	// alice's token is used more often than the idle time; bob's is not.
-	for range 8 {
+	for range 16 {
 		time.Sleep(250 * time.Millisecond)
 		alice.get(t, "/api/v1/me").want(t, http.StatusOK)
 	}
@@ -547,13 +547,15 @@ func TestHostileTrickledBody(t *testing.T) {
 }
 
 // leanReader reads a socket as fast as it can and keeps only what a test
-// needs: the largest seq seen live per conversation and how many.
+// needs: the seqs it got and how many sends were answered. When the server
+// cuts its live stream (resync), it catches up with sync, as clients do.
 type leanReader struct {
 	conn *websocket.Conn
 	mu   sync.Mutex
-	seqs map[int64]bool
-	sent int
-	err  error
+	seqs    map[int64]bool
+	sent    int
+	resyncs int
+	err     error
 	done chan struct{}
 }
 
@@ -572,6 +574,7 @@ func readLean(c *websocket.Conn) *leanReader {
 			}
 			var f struct {
 				Type     string        `json:"type"`
+				Conv     string        `json:"conv"`
 				Message  messageJSON   `json:"message"`
 				Messages []messageJSON `json:"messages"`
 			}
@@ -584,10 +587,13 @@ func readLean(c *websocket.Conn) *leanReader {
 				r.sent++
 			case "msg":
 				r.seqs[f.Message.Seq] = true
-			case "batch":
+			case "batch", "messages":
 				for _, m := range f.Messages {
 					r.seqs[m.Seq] = true
 				}
+			case "resync":
+				r.resyncs++
+				go c.Write(context.Background(), websocket.MessageText, []byte(`{"type":"sync","req":"s","conv":"`+f.Conv+`","after_seq":0,"limit":1000}`))
 			}
 			r.mu.Unlock()
 		}
@@ -619,7 +625,7 @@ func heapInUse() uint64 {
 // others get every message live.
 func TestHostileNeverReadingClient(t *testing.T) {
 	ts := newServer(t, func(c *testConfig) {
-		c.server.SessionQueue = 64
+		c.server.SessionQueue = 256
 		c.server.WriteTimeout = 500 * time.Millisecond
 		c.chat.SendRate, c.chat.SendBurst = 100_000, 100_000
 	})
@@ -665,7 +671,9 @@ func TestHostileNeverReadingClient(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Logf("bob got everything after %s", time.Since(start))
+	bobR.mu.Lock()
+	t.Logf("bob got everything after %s (%d resyncs)", time.Since(start), bobR.resyncs)
+	bobR.mu.Unlock()
 	for metricValue(t, ts.metrics, "imserver_sessions") > 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("the session that never reads was not cut")
