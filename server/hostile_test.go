@@ -551,13 +551,13 @@ func TestHostileTrickledBody(t *testing.T) {
 // needs: the seqs it got and how many sends were answered. When the server
 // cuts its live stream (resync), it catches up with sync, as clients do.
 type leanReader struct {
-	conn *websocket.Conn
-	mu   sync.Mutex
+	conn    *websocket.Conn
+	mu      sync.Mutex
 	seqs    map[int64]bool
 	sent    int
 	resyncs int
 	err     error
-	done chan struct{}
+	done    chan struct{}
 }
 
 func readLean(c *websocket.Conn) *leanReader {
