@@ -627,7 +627,9 @@ func heapInUse() uint64 {
 func TestHostileNeverReadingClient(t *testing.T) {
 	ts := newServer(t, func(c *testConfig) {
 		c.server.SessionQueue = 256
-		c.server.WriteTimeout = 500 * time.Millisecond
+		// Long enough that a reading client on a loaded machine is never
+		// taken for one that does not read.
+		c.server.WriteTimeout = 3 * time.Second
 		c.chat.SendRate, c.chat.SendBurst = 100_000, 100_000
 	})
 	alice, bob, carol := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol")
@@ -667,6 +669,12 @@ func TestHostileNeverReadingClient(t *testing.T) {
 	t.Logf("frames written in %s", time.Since(start))
 	deadline := time.Now().Add(waitTimeout)
 	for bobR.count() < n || senderR.sentCount() < n {
+		bobR.mu.Lock()
+		bobErr := bobR.err
+		bobR.mu.Unlock()
+		if bobErr != nil {
+			t.Fatalf("bob's socket, which reads, ended after %d of %d messages: %v", bobR.count(), n, bobErr)
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("bob got %d of %d messages live while carol did not read", bobR.count(), n)
 		}
