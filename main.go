@@ -151,6 +151,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		AllowedOrigins:     cfg.WebSocket.AllowedOrigins,
 		SessionQueue:       cfg.WebSocket.SessionQueue,
 		WriteTimeout:       cfg.WebSocket.WriteTimeout,
+		PresenceGrace:      cfg.WebSocket.PresenceGrace,
 		Pprof:              cfg.Debug.Pprof,
 		ReadTimeout:        cfg.HTTP.ReadTimeout,
 		APIWriteTimeout:    cfg.HTTP.WriteTimeout,
@@ -159,6 +160,9 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		Commit:             build.Commit,
 		Schema:             schema,
 	}, svc, hub, metrics, web.Handler(), health, log)
+	if rdb != nil {
+		srv.ShareOnline(rdb, cfg.RedisPrefix)
+	}
 
 	l, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

@@ -103,6 +103,7 @@ type Service struct {
 	pwFailures *sendLimits
 	storm      *stormMode // nil when storm mode is off
 	obs        Observer
+	typing     typingLimiter
 
 	commits chan []Message
 	stop    chan struct{}
