@@ -373,19 +373,9 @@ export class ChatClient extends Emitter {
           const self = this.members.get(convId)?.get(myId);
           if (self) self.read_seq = Math.max(self.read_seq ?? 0, m.seq);
           if (live && convId === this.openConv) this.refreshMembersSoon(convId);
-        } else {
-          if (live && isText(m) && m.seq > known && m.seq > conv.read_seq) {
-            conv.unread = (conv.unread || 0) + 1;
-            if (this.mentionsMe(m)) conv.mentions = (conv.mentions || 0) + 1;
-          }
-          // The server moves the sender's read marker to its message too,
-          // without a receipt: whoever answered has read what came before.
-          const sender = isText(m) ? this.members.get(convId)?.get(m.from) : null;
-          if (sender && m.seq > (sender.read_seq ?? 0)) {
-            sender.read_seq = m.seq;
-            sender.last_ack_seq = Math.max(sender.last_ack_seq ?? 0, m.seq);
-            this.emit('members', convId);
-          }
+        } else if (live && isText(m) && m.seq > known && m.seq > conv.read_seq) {
+          conv.unread = (conv.unread || 0) + 1;
+          if (this.mentionsMe(m)) conv.mentions = (conv.mentions || 0) + 1;
         }
       }
       this.users.get(m.from);
