@@ -115,6 +115,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		onCommit: func(m []chat.Message) { svc.Committed(m) },
 		metrics:  metrics,
 		redis:    rdb,
+		log:      log,
 	})
 	if err != nil {
 		return err
@@ -137,16 +138,19 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	}
 	build := readBuildInfo()
 	srv := server.New(server.Config{
-		MaxRequestBytes: cfg.Limits.MaxRequestBytes,
-		MaxFrameBytes:   cfg.Limits.MaxFrameBytes,
-		AllowedOrigins:  cfg.WebSocket.AllowedOrigins,
-		SessionQueue:    cfg.WebSocket.SessionQueue,
-		WriteTimeout:    cfg.WebSocket.WriteTimeout,
-		PresenceGrace:   cfg.WebSocket.PresenceGrace,
-		Pprof:           cfg.Debug.Pprof,
-		Version:         build.Version,
-		Commit:          build.Commit,
-		Schema:          schema,
+		MaxRequestBytes:    cfg.Limits.MaxRequestBytes,
+		MaxFrameBytes:      cfg.Limits.MaxFrameBytes,
+		AllowedOrigins:     cfg.WebSocket.AllowedOrigins,
+		SessionQueue:       cfg.WebSocket.SessionQueue,
+		WriteTimeout:       cfg.WebSocket.WriteTimeout,
+		PresenceGrace:      cfg.WebSocket.PresenceGrace,
+		Pprof:              cfg.Debug.Pprof,
+		ReadTimeout:        cfg.HTTP.ReadTimeout,
+		APIWriteTimeout:    cfg.HTTP.WriteTimeout,
+		MaxSessionsPerUser: cfg.WebSocket.MaxSessionsPerUser,
+		Version:            build.Version,
+		Commit:             build.Commit,
+		Schema:             schema,
 	}, svc, hub, metrics, web.Handler(), health, log)
 	if rdb != nil {
 		srv.ShareOnline(rdb, cfg.RedisPrefix)
@@ -195,6 +199,8 @@ func chatConfig(cfg Config) chat.Config {
 		AckFlushInterval: cfg.Chat.AckFlushInterval,
 		ReceiptInterval:  cfg.Chat.ReceiptInterval,
 		Admins:           cfg.Auth.Admins,
+		TokenIdle:        cfg.Auth.TokenIdle,
+		TokenMaxAge:      cfg.Auth.TokenMaxAge,
 		Storm: chat.StormConfig{
 			Threshold:     cfg.Storm.Threshold,
 			LowerMark:     cfg.Storm.LowerMark,

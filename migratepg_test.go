@@ -55,7 +55,7 @@ func TestMigrateToPostgres(t *testing.T) {
 		if err := src.CreateUser(ctx, chat.User{ID: u, Username: strings.ToUpper(u[:1]) + u[1:], DisplayName: u}, "hash-"+u); err != nil {
 			t.Fatal(err)
 		}
-		if err := src.CreateToken(ctx, u, []byte("tok-"+u)); err != nil {
+		if err := src.CreateToken(ctx, u, []byte("tok-"+u), chat.Session{ID: "s-" + u, CreatedAt: 1, LastUsedAt: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

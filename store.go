@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net/url"
 	"strings"
 
@@ -52,6 +53,7 @@ type storeOptions struct {
 	onCommit func([]chat.Message)
 	metrics  storage.WriterMetrics
 	redis    redis.UniversalClient
+	log      *slog.Logger
 }
 
 // openStore opens the store cfg.DB names and the name its health check
@@ -79,6 +81,7 @@ func openStore(ctx context.Context, cfg Config, o storeOptions) (store, string, 
 		Readers:     cfg.SQLite.Readers,
 		OnCommit:    o.onCommit,
 		Metrics:     o.metrics,
+		Logger:      o.log,
 		Redis:       o.redis,
 		RedisPrefix: cfg.RedisPrefix,
 		RedisAlloc:  alloc,

@@ -172,3 +172,12 @@ func isUnique(err error) bool {
 }
 
 func nowMS() int64 { return time.Now().UnixMilli() }
+
+// WriteHealth implements chat.UserStore: nil while writes commit, else the
+// unavailable error the last batch was answered with.
+func (db *DB) WriteHealth() error {
+	if err := db.w.failing.Load(); err != nil {
+		return *err
+	}
+	return nil
+}

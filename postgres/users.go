@@ -100,14 +100,6 @@ func (db *DB) DeleteUser(ctx context.Context, userID string) error {
 	}))
 }
 
-// CreateToken implements chat.UserStore.
-func (db *DB) CreateToken(ctx context.Context, userID string, tokenHash []byte) error {
-	return wrap(db.w.exec(ctx, func(t *wtx) error {
-		_, err := t.Exec(`INSERT INTO tokens (hash, user_id, created_at) VALUES ($1, $2, $3)`, tokenHash, userID, nowMS())
-		return err
-	}))
-}
-
 // UserByToken implements chat.UserStore.
 func (db *DB) UserByToken(ctx context.Context, tokenHash []byte) (chat.User, error) {
 	return scanUser(db.pool.QueryRow(ctx, `SELECT u.id, u.username, u.display_name

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/imserver/imserver/chat"
@@ -29,6 +30,10 @@ type writer struct {
 	pool *pgxpool.Pool
 	seqs seqSource
 	opts Options
+
+	// failing is the unavailable error of the last batch, nil once one
+	// commits (WriteHealth).
+	failing atomic.Pointer[error]
 
 	jobs chan *job
 	mu   sync.RWMutex // guards closed against enqueue
@@ -184,6 +189,9 @@ func (w *writer) run(batch []*job) []*job {
 	t, batch, err := w.runTx(ctx, batch)
 	if err != nil {
 		err = wrap(err)
+		if chat.ErrorCode(err) == chat.EUnavailable {
+			w.failing.Store(&err)
+		}
 		var ce *chat.Error
 		if !errors.As(err, &ce) {
 			err = fmt.Errorf("write batch: %w", err)
@@ -193,6 +201,7 @@ func (w *writer) run(batch []*job) []*job {
 		}
 		return batch
 	}
+	w.failing.Store(nil)
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.Batch(len(batch), len(t.committed), time.Since(start))
 	}

@@ -45,9 +45,11 @@ type testServer struct {
 	cfg  testConfig
 	path string
 
-	URL  string // http://127.0.0.1:port
-	Host string // 127.0.0.1:port
-	svc  *chat.Service
+	URL     string // http://127.0.0.1:port
+	Host    string // 127.0.0.1:port
+	svc     *chat.Service
+	db      *storage.DB // for tests that make its writes fail
+	metrics *server.Metrics
 
 	http *http.Client
 	logs *syncBuffer
@@ -93,7 +95,7 @@ func (ts *testServer) start() {
 	metrics := server.NewMetrics()
 	hub := server.NewHub(log, metrics)
 	var svc *chat.Service
-	db, dbName := ts.openStore(func(m []chat.Message) { svc.Committed(m) }, metrics)
+	db, dbName := ts.openStore(func(m []chat.Message) { svc.Committed(m) }, metrics, log)
 	svc = chat.NewService(db, hub, ts.cfg.chat, log)
 	srv := server.New(ts.cfg.server, svc, hub, metrics, nil, map[string]server.Pinger{dbName: db.Ping}, log)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -105,6 +107,8 @@ func (ts *testServer) start() {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	ts.svc = svc
+	ts.db, _ = db.(*storage.DB) // nil on PostgreSQL: SQLite-only tests use it
+	ts.metrics = metrics
 	ts.Host = l.Addr().String()
 	ts.URL = "http://" + ts.Host
 	var once sync.Once

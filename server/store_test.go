@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -55,7 +56,7 @@ type testStore interface {
 }
 
 // openStore opens the test server's store with the test's options.
-func (ts *testServer) openStore(onCommit func([]chat.Message), metrics *server.Metrics) (testStore, string) {
+func (ts *testServer) openStore(onCommit func([]chat.Message), metrics *server.Metrics, log *slog.Logger) (testStore, string) {
 	t := ts.t
 	t.Helper()
 	opts := ts.cfg.storage
@@ -74,6 +75,7 @@ func (ts *testServer) openStore(onCommit func([]chat.Message), metrics *server.M
 	}
 	opts.OnCommit = onCommit
 	opts.Metrics = metrics
+	opts.Logger = log
 	db, err := storage.Open(context.Background(), ts.path, opts)
 	if err != nil {
 		t.Fatalf("storage.Open: %v", err)

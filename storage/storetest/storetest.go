@@ -354,13 +354,28 @@ func testTokens(t *testing.T, o Opener) {
 	ctx := context.Background()
 	db := open(t, o, Options{})
 	must(t, db.CreateUser(ctx, chat.User{ID: "1", Username: "a", DisplayName: "A"}, "h"))
-	must(t, db.CreateToken(ctx, "1", []byte{1, 2, 3}))
-	must(t, db.CreateToken(ctx, "1", []byte{4}))
+	must(t, db.CreateToken(ctx, "1", []byte{1, 2, 3}, chat.Session{ID: "s1", CreatedAt: 1, LastUsedAt: 1}))
+	must(t, db.CreateToken(ctx, "1", []byte{4}, chat.Session{ID: "s2", CreatedAt: 2, LastUsedAt: 2}))
 	if u, err := db.UserByToken(ctx, []byte{1, 2, 3}); err != nil || u.ID != "1" {
 		t.Errorf("token: %+v %v", u, err)
 	}
+	must(t, db.TouchSessions(ctx, []chat.SessionUse{{TokenHash: []byte{1, 2, 3}, LastUsedAt: 9, UserAgent: "ua"}}))
+	if u, sess, err := db.SessionByToken(ctx, []byte{1, 2, 3}); err != nil || u.ID != "1" || sess.ID != "s1" || sess.LastUsedAt != 9 || sess.UserAgent != "ua" {
+		t.Errorf("session: %+v %+v %v", u, sess, err)
+	}
+	if list, err := db.Sessions(ctx, "1"); err != nil || len(list) != 2 || list[0].ID != "s1" {
+		t.Errorf("sessions: %+v %v", list, err)
+	}
+	must(t, db.CreateTicket(ctx, []byte("tk"), "1", []byte{1, 2, 3}, 1<<62))
+	if h, err := db.UseTicket(ctx, []byte("tk"), 5); err != nil || string(h) != "\x01\x02\x03" {
+		t.Errorf("ticket: %v %v", h, err)
+	}
+	_, err := db.UseTicket(ctx, []byte("tk"), 5)
+	wantCode(t, "ticket used twice", err, chat.ENotFound)
+	_, err = db.DeleteSession(ctx, "1", "nope")
+	wantCode(t, "unknown session", err, chat.ENotFound)
 	must(t, db.DeleteToken(ctx, []byte{1, 2, 3}))
-	_, err := db.UserByToken(ctx, []byte{1, 2, 3})
+	_, err = db.UserByToken(ctx, []byte{1, 2, 3})
 	wantCode(t, "deleted token", err, chat.ENotFound)
 	must(t, db.DeleteUserTokens(ctx, "1"))
 	_, err = db.UserByToken(ctx, []byte{4})
@@ -627,7 +642,7 @@ func testDeleteUser(t *testing.T, o Opener) {
 	ctx := context.Background()
 	db := open(t, o, Options{})
 	must(t, db.CreateUser(ctx, chat.User{ID: "x", Username: "x", DisplayName: "X"}, "h"))
-	must(t, db.CreateToken(ctx, "x", []byte("t")))
+	must(t, db.CreateToken(ctx, "x", []byte("t"), chat.Session{ID: "sx"}))
 	must(t, db.CreateGroup(ctx, "g", "g", "x", []string{"y"}))
 	_, _, err := db.Append(ctx, text("g", "x", "1"))()
 	must(t, err)
