@@ -37,6 +37,12 @@ type Options struct {
 	RateSet    bool // Sizes.Rate was given (0 then means flat out, not the default)
 	BodySize   int
 	Inflight   int // unanswered sends per sender
+	// InflightSet says --inflight was given; otherwise a scenario may
+	// choose its own (interactive: 1).
+	InflightSet bool
+	// ServerPID is the process of a --url server, for its CPU time and
+	// system calls from /proc; an embedded server's is known.
+	ServerPID int
 	SQLiteSync string
 	JSON       bool
 	Progress   bool
@@ -64,6 +70,9 @@ Scenarios:
   catchup  a member offline while K messages arrive, then it connects and pulls
   idle     C idle sessions; server memory per session from /metrics
   mixed    senders at a steady rate, a big group, members dropping and reconnecting
+  interactive  P senders with one send in flight each (wait for sent, send
+           the next), each the only sender of its group of M other online
+           members; server CPU and write system calls per message
   all      each of the above, each on a fresh embedded server
 
 Size flags left at 0 take the scenario's default. Every scenario ends with the
@@ -79,6 +88,7 @@ command fails if any of them is off.`,
 				o.Embedded = o.URL == ""
 			}
 			o.RateSet = f.Changed("rate")
+			o.InflightSet = f.Changed("inflight")
 			o.Stdout, o.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -90,7 +100,8 @@ command fails if any of them is off.`,
 	f.StringVar(&o.URL, "url", "", "base URL of a running server, e.g. http://127.0.0.1:8080")
 	f.BoolVar(&o.Embedded, "embedded", true, "start a server on a temporary database (default when --url is empty)")
 	f.StringVar(&o.ServerBin, "server-bin", "", "imserver binary for --embedded (default: this executable)")
-	f.StringVar(&o.Scenario, "scenario", "all", "send|fanout|catchup|idle|mixed|all")
+	f.IntVar(&o.ServerPID, "server-pid", 0, "process id of the --url server: its CPU time and write system calls per message are read from /proc")
+	f.StringVar(&o.Scenario, "scenario", "all", "send|fanout|catchup|idle|mixed|interactive|all")
 	f.IntVar(&o.Sizes.Users, "users", 0, "users to register")
 	f.IntVar(&o.Sizes.Groups, "groups", 0, "groups to create")
 	f.IntVar(&o.Sizes.Members, "members", 0, "members per group")
@@ -207,7 +218,11 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 // runScenario runs one scenario on its own server (embedded) or on --url.
 func runScenario(ctx context.Context, o Options, sc *scenario) *Result {
 	sz := o.sizesFor(sc)
-	res := &Result{Scenario: sc.name, Sizes: sz, BodySize: o.BodySize}
+	if !o.InflightSet && sc.inflight > 0 {
+		o.Inflight = sc.inflight
+	}
+	res := &Result{Scenario: sc.name, Sizes: sz, BodySize: o.BodySize, Inflight: o.Inflight}
+	pid := o.ServerPID
 	base := o.URL
 	var srv *embeddedServer
 	if o.Embedded {
@@ -219,6 +234,7 @@ func runScenario(ctx context.Context, o Options, sc *scenario) *Result {
 			return res
 		}
 		base = srv.url
+		pid = srv.cmd.Process.Pid
 		if o.KeepTmp {
 			fmt.Fprintf(o.Stderr, "%s: embedded server in %s\n", sc.name, srv.dir)
 		}
@@ -226,6 +242,7 @@ func runScenario(ctx context.Context, o Options, sc *scenario) *Result {
 		res.Server = o.URL
 	}
 	r := newRun(sc.name, o, sz, newAPIClient(base))
+	r.serverPID = pid
 	var prog *progress
 	if o.Progress {
 		prog = startProgress(o.Stderr, r)

@@ -25,6 +25,7 @@ type run struct {
 	stats      stats
 	stopping   atomic.Bool
 	meas       measure
+	serverPID  int // 0 when unknown
 
 	users    []*benchUser
 	groups   []*group
