@@ -29,20 +29,20 @@ type Sizes struct {
 
 // Options configure a bench run.
 type Options struct {
-	URL        string // drive this running server; empty = embedded
-	Embedded   bool
-	ServerBin  string // binary for embedded mode
-	Scenario   string // send|fanout|catchup|idle|mixed|all
-	Sizes      Sizes
-	RateSet    bool // Sizes.Rate was given (0 then means flat out, not the default)
-	BodySize   int
-	Inflight   int // unanswered sends per sender
+	URL       string // drive this running server; empty = embedded
+	Embedded  bool
+	ServerBin string // binary for embedded mode
+	Scenario  string // send|fanout|catchup|idle|mixed|all
+	Sizes     Sizes
+	RateSet   bool // Sizes.Rate was given (0 then means flat out, not the default)
+	BodySize  int
+	Inflight  int // unanswered sends per sender
 	// InflightSet says --inflight was given; otherwise a scenario may
 	// choose its own (interactive: 1).
 	InflightSet bool
 	// ServerPID is the process of a --url server, for its CPU time and
 	// system calls from /proc; an embedded server's is known.
-	ServerPID int
+	ServerPID  int
 	SQLiteSync string
 	JSON       bool
 	Progress   bool
