@@ -131,7 +131,9 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		BatchSize:   cfg.SQLite.BatchSize,
 		BatchDelay:  cfg.SQLite.BatchDelay,
 		Readers:     cfg.SQLite.Readers,
-		OnCommit:    func(m []chat.Message) { svc.Committed(m) },
+		// Fan-out and the answers to WebSocket sends run together, off
+		// the writer's goroutine.
+		OnBatch:     func(m []chat.Message, answer func()) { svc.CommittedThen(m, answer) },
 		Metrics:     metrics,
 		Redis:       rdb,
 		RedisPrefix: cfg.RedisPrefix,

@@ -108,7 +108,7 @@ func (s *Service) checkSend(ctx context.Context, from string, req *SendRequest) 
 // stalled fan-out slows the writer instead of growing memory.
 func (s *Service) Committed(msgs []Message) {
 	s.maxSeqs.advance(msgs)
-	s.commits <- msgs
+	s.commits <- commit{msgs: msgs}
 }
 
 // dispatch fans committed messages out to online members. One goroutine
@@ -127,8 +127,8 @@ func (s *Service) dispatch() {
 	}
 	for {
 		select {
-		case msgs := <-s.commits:
-			s.fanOut(ctx, msgs)
+		case c := <-s.commits:
+			s.handleCommit(ctx, c)
 		case c := <-changes:
 			s.switchStorm(ctx, c)
 		case <-flush:
@@ -136,8 +136,8 @@ func (s *Service) dispatch() {
 		case <-s.stop:
 			for {
 				select {
-				case msgs := <-s.commits:
-					s.fanOut(ctx, msgs)
+				case c := <-s.commits:
+					s.handleCommit(ctx, c)
 				default:
 					if s.storm != nil {
 						s.flushStorms()

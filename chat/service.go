@@ -75,7 +75,7 @@ type Service struct {
 	storm    *stormMode    // nil when storm mode is off
 	obs      Observer
 
-	commits chan []Message
+	commits chan commit
 	stop    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -97,7 +97,7 @@ func NewService(store Store, deliver Deliverer, cfg Config, log *slog.Logger) *S
 		hashing:  make(chan struct{}, 2),
 		storm:    newStormMode(cfg.Storm),
 		obs:      cfg.Observer,
-		commits:  make(chan []Message, 1024),
+		commits:  make(chan commit, 1024),
 		stop:     make(chan struct{}),
 	}
 	s.wg.Add(3)

@@ -35,6 +35,11 @@ type Options struct {
 	// OnCommit receives every batch of newly stored messages right after
 	// its commit, in seq order. It may block briefly (backpressure).
 	OnCommit func([]chat.Message)
+	// OnBatch, when set, replaces OnCommit: it receives every batch's
+	// newly stored messages (nil when it failed) and a function that
+	// answers the batch's AppendNotify jobs, to be called once, after
+	// the messages are handed on (notify.go).
+	OnBatch func(msgs []chat.Message, answer func())
 	// Metrics observes the writer; nil for none.
 	Metrics WriterMetrics
 	// Redis, when set, allocates seqs (several processes may then share

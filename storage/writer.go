@@ -43,6 +43,9 @@ type job struct {
 	msg chat.Message
 	fn  func(*wtx) error
 	res chan result
+	// notify, when set, is called with the outcome instead of res
+	// (notify.go).
+	notify func(chat.Message, bool, error)
 
 	// Set by the writer while it runs the job.
 	r      result
@@ -83,7 +86,9 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, ckpt *checkpoint
 // enqueue queues j; j.wait then waits for its result. The error says why
 // j was not queued.
 func (w *writer) enqueue(ctx context.Context, j *job) error {
-	j.res = make(chan result, 1)
+	if j.notify == nil {
+		j.res = make(chan result, 1)
+	}
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.closed {
@@ -252,21 +257,15 @@ func (w *writer) run(batch []*job) []*job {
 			err = fmt.Errorf("write batch: %w", err)
 		}
 		for _, j := range batch {
-			j.res <- result{err: err}
-			j.conv, j.sender = nil, nil
+			j.r = result{err: err}
 		}
+		w.answer(batch, nil)
 		return batch
 	}
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.Batch(len(batch), len(t.committed), time.Since(start))
 	}
-	if len(t.committed) > 0 {
-		w.opts.OnCommit(t.committed)
-	}
-	for _, j := range batch {
-		j.res <- j.r
-		j.conv, j.sender = nil, nil
-	}
+	w.answer(batch, t.committed)
 	if w.ckpt.committed(frames) {
 		w.ckpt.tail(func() error {
 			return w.raw(func(dc driverConn) error {
