@@ -45,6 +45,9 @@ type Config struct {
 		BatchSize   int           `yaml:"batch_size"`
 		BatchDelay  time.Duration `yaml:"batch_delay"`
 		Readers     int           `yaml:"readers"`
+		// PipelinedSync: with FULL, the WAL is fsynced beside the writer
+		// (the next batch runs meanwhile) instead of inside COMMIT.
+		PipelinedSync bool `yaml:"pipelined_sync"`
 	} `yaml:"sqlite"`
 	WebSocket struct {
 		AllowedOrigins []string      `yaml:"allowed_origins"`

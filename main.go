@@ -127,10 +127,11 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	metrics.WatchEventQueue(events)
 	var svc *chat.Service
 	db, err := storage.Open(ctx, cfg.DB, storage.Options{
-		Synchronous: cfg.SQLite.Synchronous,
-		BatchSize:   cfg.SQLite.BatchSize,
-		BatchDelay:  cfg.SQLite.BatchDelay,
-		Readers:     cfg.SQLite.Readers,
+		Synchronous:   cfg.SQLite.Synchronous,
+		BatchSize:     cfg.SQLite.BatchSize,
+		BatchDelay:    cfg.SQLite.BatchDelay,
+		Readers:       cfg.SQLite.Readers,
+		PipelinedSync: cfg.SQLite.PipelinedSync,
 		// Fan-out and the answers to WebSocket sends run together, off
 		// the writer's goroutine.
 		OnBatch:     func(m []chat.Message, answer func()) { svc.CommittedThen(m, answer) },

@@ -47,6 +47,11 @@ type Options struct {
 	Redis       redis.UniversalClient
 	RedisPrefix string
 	RedisAlloc  seq.RedisAllocOptions
+	// PipelinedSync moves the fsync of synchronous FULL out of COMMIT, off
+	// the writer's goroutine, to the syncer (syncer.go).
+	PipelinedSync bool
+
+	walPath string // set by Open
 }
 
 // WriterMetrics observes the group commit.
@@ -86,6 +91,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if opts.OnCommit == nil {
 		opts.OnCommit = func([]chat.Message) {}
 	}
+	opts.walPath = path + "-wal"
 	// busy_timeout comes first so that the pragmas after it wait for
 	// another process instead of failing.
 	pragmas := []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + opts.Synchronous + ")", "foreign_keys(0)"}

@@ -28,6 +28,7 @@ type writer struct {
 	seqs seqSource
 	ckpt *checkpointer
 	opts Options
+	sync *syncer // nil when COMMIT syncs (syncer.go)
 
 	jobs chan *job
 	mu   sync.RWMutex // guards closed against enqueue
@@ -78,6 +79,10 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, ckpt *checkpoint
 	}
 	for i := range w.insertArgs {
 		w.insertArgs[i].Ordinal = i + 1
+	}
+	if err := w.startSyncer(ctx); err != nil {
+		conn.Close()
+		return nil, err
 	}
 	go w.loop()
 	return w, nil
@@ -138,6 +143,9 @@ func (w *writer) close() {
 func (w *writer) loop() {
 	defer close(w.done)
 	defer w.closeConn()
+	if w.sync != nil {
+		defer w.sync.close()
+	}
 	batch := make([]*job, 0, w.opts.BatchSize)
 	for {
 		select {
@@ -265,7 +273,7 @@ func (w *writer) run(batch []*job) []*job {
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.Batch(len(batch), len(t.committed), time.Since(start))
 	}
-	w.answer(batch, t.committed)
+	w.durable(batch, t.committed)
 	if w.ckpt.committed(frames) {
 		w.ckpt.tail(func() error {
 			return w.raw(func(dc driverConn) error {
@@ -311,7 +319,7 @@ func (w *writer) runTx(dc driverConn, batch []*job) (*wtx, []*job, error) {
 			return t, batch, t.rollback(err)
 		}
 		done = len(batch)
-		batch = w.more(batch)
+		batch = w.moreWhileSyncing(batch)
 	}
 	if err := w.finishMessages(t); err != nil {
 		return t, batch, t.rollback(err)
