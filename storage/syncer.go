@@ -29,8 +29,9 @@ import (
 // in that window, not a crash of the process, would take back what they
 // saw, as with synchronous NORMAL.
 type syncer struct {
-	wal  *os.File // the WAL, opened once: its inode stays while the writer's connection is open
-	hook func(jobs []*job, committed []chat.Message)
+	wal   *os.File // the WAL, opened once: its inode stays while the writer's connection is open
+	hook  func(jobs []*job, committed []chat.Message)
+	fsync func() error // wal.Sync; tests hold it up
 
 	mu      sync.Mutex
 	queue   []syncBatch
@@ -57,7 +58,7 @@ func openSyncer(walPath string, hook func([]*job, []chat.Message)) (*syncer, err
 		f.Close()
 		return nil, fmt.Errorf("storage: syncing the WAL: %w", err)
 	}
-	s := &syncer{wal: f, hook: hook, wake: make(chan struct{}, 1), done: make(chan struct{}), synced: make(chan struct{}, 1)}
+	s := &syncer{wal: f, hook: hook, fsync: f.Sync, wake: make(chan struct{}, 1), done: make(chan struct{}), synced: make(chan struct{}, 1)}
 	go s.loop()
 	return s, nil
 }
@@ -85,7 +86,7 @@ func (s *syncer) loop() {
 		closing := s.closing
 		s.mu.Unlock()
 		if len(q) > 0 {
-			err := s.wal.Sync()
+			err := s.fsync()
 			s.mu.Lock()
 			s.syncing = false
 			s.mu.Unlock()
