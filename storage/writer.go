@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/imserver/imserver/chat"
@@ -29,6 +30,8 @@ type writer struct {
 	ckpt *checkpointer
 	opts Options
 	sync *syncer // nil when COMMIT syncs (syncer.go)
+	// Totals for benchmarks: commits and WAL pages they wrote.
+	commits, walPages atomic.Int64
 
 	jobs chan *job
 	mu   sync.RWMutex // guards closed against enqueue
@@ -273,6 +276,8 @@ func (w *writer) run(batch []*job) []*job {
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.Batch(len(batch), len(t.committed), time.Since(start))
 	}
+	w.commits.Add(1)
+	w.walPages.Add(int64(frames))
 	w.durable(batch, t.committed)
 	if w.ckpt.committed(frames) {
 		w.ckpt.tail(func() error {
