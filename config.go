@@ -53,6 +53,9 @@ type Config struct {
 		AllowedOrigins []string      `yaml:"allowed_origins"`
 		SessionQueue   int           `yaml:"session_queue"`
 		WriteTimeout   time.Duration `yaml:"write_timeout"`
+		// WriteDelay holds a session's writer this long once something is
+		// queued, so that more frames leave in the same write.
+		WriteDelay time.Duration `yaml:"write_delay"`
 	} `yaml:"websocket"`
 	Chat struct {
 		AckFlushInterval time.Duration `yaml:"ack_flush_interval"`
@@ -144,6 +147,9 @@ func (c *Config) validate() error {
 	case "open", "closed":
 	default:
 		return fmt.Errorf("auth.registration must be open or closed, not %q", c.Auth.Registration)
+	}
+	if c.WebSocket.WriteDelay < 0 || c.WebSocket.WriteDelay > time.Second {
+		return fmt.Errorf("websocket.write_delay must be between 0 (off) and 1s, not %s", c.WebSocket.WriteDelay)
 	}
 	if c.Storm.Threshold < 0 {
 		return fmt.Errorf("storm.threshold must be >= 0 (0 turns storm mode off), not %d", c.Storm.Threshold)

@@ -159,6 +159,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		AllowedOrigins:  cfg.WebSocket.AllowedOrigins,
 		SessionQueue:    cfg.WebSocket.SessionQueue,
 		WriteTimeout:    cfg.WebSocket.WriteTimeout,
+		WriteDelay:      cfg.WebSocket.WriteDelay,
 		Pprof:           cfg.Debug.Pprof,
 	}, svc, hub, metrics, web.Handler(), health, log)
 

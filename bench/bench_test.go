@@ -166,7 +166,7 @@ func TestMixed(t *testing.T) {
 func TestCommandJSON(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := startEmbedded(ctx, serverBin, "NORMAL", false)
+	srv, err := startEmbedded(ctx, serverBin, serverConfig("NORMAL"), false)
 	if err != nil {
 		t.Fatal(err)
 	}

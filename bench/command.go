@@ -32,11 +32,14 @@ type Options struct {
 	URL       string // drive this running server; empty = embedded
 	Embedded  bool
 	ServerBin string // binary for embedded mode
-	Scenario  string // send|fanout|catchup|idle|mixed|all
-	Sizes     Sizes
-	RateSet   bool // Sizes.Rate was given (0 then means flat out, not the default)
-	BodySize  int
-	Inflight  int // unanswered sends per sender
+	// ServerConfig is a config file for the embedded server instead of
+	// the bench's own (which raises the limits and turns storms off).
+	ServerConfig string
+	Scenario     string // send|fanout|catchup|idle|mixed|all
+	Sizes        Sizes
+	RateSet      bool // Sizes.Rate was given (0 then means flat out, not the default)
+	BodySize     int
+	Inflight     int // unanswered sends per sender
 	// InflightSet says --inflight was given; otherwise a scenario may
 	// choose its own (interactive: 1).
 	InflightSet bool
@@ -100,6 +103,7 @@ command fails if any of them is off.`,
 	f.StringVar(&o.URL, "url", "", "base URL of a running server, e.g. http://127.0.0.1:8080")
 	f.BoolVar(&o.Embedded, "embedded", true, "start a server on a temporary database (default when --url is empty)")
 	f.StringVar(&o.ServerBin, "server-bin", "", "imserver binary for --embedded (default: this executable)")
+	f.StringVar(&o.ServerConfig, "server-config", "", "config file for --embedded instead of the bench's (keep its raised limits; --sqlite-sync is then ignored)")
 	f.IntVar(&o.ServerPID, "server-pid", 0, "process id of the --url server: its CPU time and write system calls per message are read from /proc")
 	f.StringVar(&o.Scenario, "scenario", "all", "send|fanout|catchup|idle|mixed|interactive|all")
 	f.IntVar(&o.Sizes.Users, "users", 0, "users to register")
@@ -228,7 +232,16 @@ func runScenario(ctx context.Context, o Options, sc *scenario) *Result {
 	if o.Embedded {
 		res.Server, res.SQLite = "embedded", o.SQLiteSync
 		var err error
-		srv, err = startEmbedded(ctx, o.ServerBin, o.SQLiteSync, o.KeepTmp)
+		cfg := serverConfig(o.SQLiteSync)
+		if o.ServerConfig != "" {
+			b, err := os.ReadFile(o.ServerConfig)
+			if err != nil {
+				res.Error = err.Error()
+				return res
+			}
+			cfg, res.SQLite = string(b), ""
+		}
+		srv, err = startEmbedded(ctx, o.ServerBin, cfg, o.KeepTmp)
 		if err != nil {
 			res.Error = err.Error()
 			return res

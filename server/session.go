@@ -350,6 +350,9 @@ func (s *session) enqueue(it *outItem, held heldWriters) {
 }
 
 func (s *session) writeLoop() {
+	if d := s.srv.cfg.WriteDelay; d > 0 {
+		time.Sleep(d)
+	}
 	var items []*outItem
 	for {
 		items = s.drain(items)
