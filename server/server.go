@@ -29,6 +29,10 @@ type Config struct {
 	WriteDelay time.Duration
 	// Pprof serves net/http/pprof at /debug/pprof/.
 	Pprof bool
+	// Version, Commit and Schema (the database's newest applied migration)
+	// are reported by /healthz.
+	Version, Commit string
+	Schema          int
 }
 
 func (c *Config) setDefaults() {
