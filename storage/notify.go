@@ -46,7 +46,9 @@ func (w *writer) answer(batch []*job, committed []chat.Message) {
 		}
 	}
 	if w.opts.OnBatch != nil {
-		w.opts.OnBatch(committed, run)
+		if len(committed) > 0 || len(notes) > 0 { // not for a batch of function jobs
+			w.opts.OnBatch(committed, run)
+		}
 		return
 	}
 	if len(committed) > 0 {
