@@ -56,7 +56,8 @@ type Config struct {
 		WriteTimeout   time.Duration `yaml:"write_timeout"`
 		// WriteDelay holds a session's writer this long once something is
 		// queued, so that more frames leave in the same write.
-		WriteDelay time.Duration `yaml:"write_delay"`
+		WriteDelay    time.Duration `yaml:"write_delay"`
+		PresenceGrace time.Duration `yaml:"presence_grace"`
 	} `yaml:"websocket"`
 	Chat struct {
 		AckFlushInterval time.Duration `yaml:"ack_flush_interval"`
@@ -111,6 +112,7 @@ func defaultConfig() Config {
 	c.SQLite.BatchSize = 1000
 	c.WebSocket.SessionQueue = 512
 	c.WebSocket.WriteTimeout = 10 * time.Second
+	c.WebSocket.PresenceGrace = 5 * time.Second
 	c.Chat.AckFlushInterval = 200 * time.Millisecond
 	c.Chat.ReceiptInterval = time.Second
 	c.Log.Level = "info"
@@ -225,6 +227,9 @@ func (c *Config) validate() error {
 		if c.Storm.Window <= 0 || c.Storm.FlushInterval <= 0 {
 			return fmt.Errorf("storm.window and storm.flush_interval must be positive")
 		}
+	}
+	if c.WebSocket.PresenceGrace <= 0 || c.WebSocket.PresenceGrace > 5*time.Second {
+		return fmt.Errorf("websocket.presence_grace must be above 0 and at most 5s, not %s", c.WebSocket.PresenceGrace)
 	}
 	if c.Limits.MaxBodyBytes < 1 {
 		return fmt.Errorf("limits.max_body_bytes must be >= 1, not %d", c.Limits.MaxBodyBytes)

@@ -154,11 +154,15 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		SessionQueue:    cfg.WebSocket.SessionQueue,
 		WriteTimeout:    cfg.WebSocket.WriteTimeout,
 		WriteDelay:      cfg.WebSocket.WriteDelay,
+		PresenceGrace:   cfg.WebSocket.PresenceGrace,
 		Pprof:           cfg.Debug.Pprof,
 		Version:         build.Version,
 		Commit:          build.Commit,
 		Schema:          schema,
 	}, svc, hub, metrics, web.Handler(), health, log)
+	if rdb != nil {
+		srv.ShareOnline(rdb, cfg.RedisPrefix)
+	}
 
 	l, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

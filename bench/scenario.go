@@ -188,6 +188,7 @@ func (r *run) everyoneOnlinePlan(ctx context.Context, res *Result, groups func(u
 	p.total, p.rate, p.duration = r.sizes.Messages, r.sizes.Rate, r.sizes.Duration
 	r.runSenders(ctx, p)
 	r.drain(ctx)
+	r.checkFolds(ctx)
 	return ctx.Err()
 }
 

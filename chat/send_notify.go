@@ -32,31 +32,21 @@ func (s *Service) SubmitNotify(ctx context.Context, from string, req SendRequest
 		go func() { done(wait()) }()
 		return
 	}
-	m, err := s.checkSend(ctx, from, &req)
+	msg, known, err := s.prepareSend(ctx, from, req)
 	if err != nil {
 		done(Message{}, false, err)
 		return
 	}
-	if m != nil {
-		done(*m, true, nil)
+	if known != nil {
+		done(*known, true, nil)
 		return
 	}
-	s.recordStorm(ctx, req.Conv)
-	err = na.AppendNotify(ctx, Message{
-		Conv:        req.Conv,
-		From:        from,
-		ClientMsgID: req.ClientMsgID,
-		Kind:        req.Kind,
-		Body:        req.Body,
-		Origin:      req.Origin,
-	}, func(m Message, dup bool, err error) {
+	err = na.AppendNotify(ctx, msg, func(m Message, dup bool, err error) {
 		if err != nil {
 			done(Message{}, false, err)
 			return
 		}
-		s.dedup.add(m)
-		m.Origin = ""
-		done(m, dup, nil)
+		done(s.stored(m), dup, nil)
 	})
 	if err != nil {
 		done(Message{}, false, err)

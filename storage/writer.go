@@ -24,7 +24,8 @@ type writer struct {
 	dc    any       // the driver connection under conn
 	stmts map[string]*wstmt
 	// insertArgs is reused by every insert of a message.
-	insertArgs [7]driver.NamedValue
+	insertArgs [8]driver.NamedValue
+	ftsArgs    [2]driver.NamedValue
 
 	seqs seqSource
 	ckpt *checkpointer
@@ -82,6 +83,9 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, ckpt *checkpoint
 	}
 	for i := range w.insertArgs {
 		w.insertArgs[i].Ordinal = i + 1
+	}
+	for i := range w.ftsArgs {
+		w.ftsArgs[i].Ordinal = i + 1
 	}
 	if err := w.startSyncer(ctx); err != nil {
 		conn.Close()
