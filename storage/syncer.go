@@ -31,7 +31,8 @@ import (
 type syncer struct {
 	wal   *os.File // the WAL, opened once: its inode stays while the writer's connection is open
 	hook  func(jobs []*job, committed []chat.Message)
-	fsync func() error // wal.Sync; tests hold it up
+	fsync func() error      // wal.Sync; tests hold it up
+	fail  func(error) error // records a failed fsync, returns the error to answer
 
 	mu      sync.Mutex
 	queue   []syncBatch
@@ -48,7 +49,7 @@ type syncBatch struct {
 	committed []chat.Message
 }
 
-func openSyncer(walPath string, hook func([]*job, []chat.Message)) (*syncer, error) {
+func openSyncer(walPath string, hook func([]*job, []chat.Message), fail func(error) error) (*syncer, error) {
 	f, err := os.OpenFile(walPath, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("storage: opening the WAL to sync it: %w", err)
@@ -58,7 +59,7 @@ func openSyncer(walPath string, hook func([]*job, []chat.Message)) (*syncer, err
 		f.Close()
 		return nil, fmt.Errorf("storage: syncing the WAL: %w", err)
 	}
-	s := &syncer{wal: f, hook: hook, fsync: f.Sync, wake: make(chan struct{}, 1), done: make(chan struct{}), synced: make(chan struct{}, 1)}
+	s := &syncer{wal: f, hook: hook, fsync: f.Sync, fail: fail, wake: make(chan struct{}, 1), done: make(chan struct{}), synced: make(chan struct{}, 1)}
 	go s.loop()
 	return s, nil
 }
@@ -99,7 +100,7 @@ func (s *syncer) loop() {
 					// The commit may not be on disk: its senders are told
 					// it failed (a retry finds the message if it is there)
 					// and it is not delivered.
-					ferr := fmt.Errorf("write batch: syncing the WAL: %w", err)
+					ferr := s.fail(err)
 					for _, j := range b.jobs {
 						j.r = result{err: ferr}
 					}
@@ -171,6 +172,17 @@ func (w *writer) durable(batch []*job, committed []chat.Message) {
 	w.sync.add(batch, committed)
 }
 
+// syncFailed records a failed fsync of the WAL in the storage health (a
+// failing disk is reported as the writer's own failures are) and returns
+// the error its batch's jobs get.
+func (w *writer) syncFailed(err error) error {
+	if kind := failureKind(err); kind != "" {
+		w.failed(kind, err)
+		return unavailable(err)
+	}
+	return fmt.Errorf("write batch: syncing the WAL: %w", err)
+}
+
 // startSyncer switches the writer's connection to synchronous NORMAL and
 // starts the syncer, when FULL is asked for and the WAL file can be opened
 // (else COMMIT keeps syncing, as SQLite does).
@@ -181,7 +193,7 @@ func (w *writer) startSyncer(ctx context.Context) error {
 	if _, err := os.Stat(w.opts.walPath); err != nil {
 		return nil // no WAL file of its own (not expected): SQLite syncs
 	}
-	s, err := openSyncer(w.opts.walPath, w.answer)
+	s, err := openSyncer(w.opts.walPath, w.answer, w.syncFailed)
 	if err != nil {
 		return err
 	}
