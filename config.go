@@ -57,6 +57,9 @@ type Config struct {
 		BatchSize   int           `yaml:"batch_size"`
 		BatchDelay  time.Duration `yaml:"batch_delay"`
 		Readers     int           `yaml:"readers"`
+		// PipelinedSync: with FULL, the WAL is fsynced beside the writer
+		// (the next batch runs meanwhile) instead of inside COMMIT.
+		PipelinedSync bool `yaml:"pipelined_sync"`
 	} `yaml:"sqlite"`
 	// Postgres tunes the PostgreSQL store, used when db is a postgres:// URL.
 	Postgres struct {
@@ -69,7 +72,10 @@ type Config struct {
 		AllowedOrigins []string      `yaml:"allowed_origins"`
 		SessionQueue   int           `yaml:"session_queue"`
 		WriteTimeout   time.Duration `yaml:"write_timeout"`
-		PresenceGrace  time.Duration `yaml:"presence_grace"`
+		// WriteDelay holds a session's writer this long once something is
+		// queued, so that more frames leave in the same write.
+		WriteDelay    time.Duration `yaml:"write_delay"`
+		PresenceGrace time.Duration `yaml:"presence_grace"`
 		// MaxSessionsPerUser bounds one user's open sockets per process.
 		MaxSessionsPerUser int `yaml:"max_sessions_per_user"`
 	} `yaml:"websocket"`
@@ -228,6 +234,9 @@ func (c *Config) validate() error {
 	case "open", "closed":
 	default:
 		return fmt.Errorf("auth.registration must be open or closed, not %q", c.Auth.Registration)
+	}
+	if c.WebSocket.WriteDelay < 0 || c.WebSocket.WriteDelay > time.Second {
+		return fmt.Errorf("websocket.write_delay must be between 0 (off) and 1s, not %s", c.WebSocket.WriteDelay)
 	}
 	if c.Storm.Threshold < 0 {
 		return fmt.Errorf("storm.threshold must be >= 0 (0 turns storm mode off), not %d", c.Storm.Threshold)

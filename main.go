@@ -113,9 +113,12 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	var svc *chat.Service
 	db, dbName, err := openStore(ctx, cfg, storeOptions{
 		onCommit: func(m []chat.Message) { svc.Committed(m) },
-		metrics:  metrics,
-		redis:    rdb,
-		log:      log,
+		// SQLite: fan-out and the answers to WebSocket sends run
+		// together, off the writer's goroutine.
+		onBatch: func(m []chat.Message, answer func()) { svc.CommittedThen(m, answer) },
+		metrics: metrics,
+		redis:   rdb,
+		log:     log,
 	})
 	if err != nil {
 		return err
@@ -143,6 +146,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		AllowedOrigins:     cfg.WebSocket.AllowedOrigins,
 		SessionQueue:       cfg.WebSocket.SessionQueue,
 		WriteTimeout:       cfg.WebSocket.WriteTimeout,
+		WriteDelay:         cfg.WebSocket.WriteDelay,
 		PresenceGrace:      cfg.WebSocket.PresenceGrace,
 		Pprof:              cfg.Debug.Pprof,
 		ReadTimeout:        cfg.HTTP.ReadTimeout,

@@ -51,6 +51,7 @@ func applyDB(cmd *cobra.Command, cfg *Config, flag string) {
 // storeOptions is what serve wires into the store beside the config.
 type storeOptions struct {
 	onCommit func([]chat.Message)
+	onBatch  func([]chat.Message, func())
 	metrics  storage.WriterMetrics
 	redis    redis.UniversalClient
 	log      *slog.Logger
@@ -75,16 +76,18 @@ func openStore(ctx context.Context, cfg Config, o storeOptions) (store, string, 
 		return db, "postgres", err
 	}
 	db, err := storage.Open(ctx, cfg.DB, storage.Options{
-		Synchronous: cfg.SQLite.Synchronous,
-		BatchSize:   cfg.SQLite.BatchSize,
-		BatchDelay:  cfg.SQLite.BatchDelay,
-		Readers:     cfg.SQLite.Readers,
-		OnCommit:    o.onCommit,
-		Metrics:     o.metrics,
-		Logger:      o.log,
-		Redis:       o.redis,
-		RedisPrefix: cfg.RedisPrefix,
-		RedisAlloc:  alloc,
+		Synchronous:   cfg.SQLite.Synchronous,
+		BatchSize:     cfg.SQLite.BatchSize,
+		BatchDelay:    cfg.SQLite.BatchDelay,
+		Readers:       cfg.SQLite.Readers,
+		PipelinedSync: cfg.SQLite.PipelinedSync,
+		OnCommit:      o.onCommit,
+		OnBatch:       o.onBatch,
+		Metrics:       o.metrics,
+		Logger:        o.log,
+		Redis:         o.redis,
+		RedisPrefix:   cfg.RedisPrefix,
+		RedisAlloc:    alloc,
 	})
 	if err != nil {
 		return nil, "sqlite", err

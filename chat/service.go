@@ -105,7 +105,7 @@ type Service struct {
 	obs        Observer
 	typing     typingLimiter
 
-	commits chan []Message
+	commits chan commit
 	stop    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -129,7 +129,7 @@ func NewService(store Store, deliver Deliverer, cfg Config, log *slog.Logger) *S
 		pwFailures: newSendLimits(1/cfg.PasswordRefill.Seconds(), cfg.PasswordFailures),
 		storm:      newStormMode(cfg.Storm),
 		obs:        cfg.Observer,
-		commits:    make(chan []Message, 1024),
+		commits:    make(chan commit, 1024),
 		stop:       make(chan struct{}),
 	}
 	s.wg.Add(4)

@@ -95,7 +95,7 @@ func (ts *testServer) start() {
 	metrics := server.NewMetrics()
 	hub := server.NewHub(log, metrics)
 	var svc *chat.Service
-	db, dbName := ts.openStore(func(m []chat.Message) { svc.Committed(m) }, metrics, log)
+	db, dbName := ts.openStore(func(m []chat.Message) { svc.Committed(m) }, func(m []chat.Message, answer func()) { svc.CommittedThen(m, answer) }, metrics, log)
 	svc = chat.NewService(db, hub, ts.cfg.chat, log)
 	srv := server.New(ts.cfg.server, svc, hub, metrics, nil, map[string]server.Pinger{dbName: db.Ping}, log)
 	l, err := net.Listen("tcp", "127.0.0.1:0")

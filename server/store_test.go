@@ -56,7 +56,7 @@ type testStore interface {
 }
 
 // openStore opens the test server's store with the test's options.
-func (ts *testServer) openStore(onCommit func([]chat.Message), metrics *server.Metrics, log *slog.Logger) (testStore, string) {
+func (ts *testServer) openStore(onCommit func([]chat.Message), onBatch func([]chat.Message, func()), metrics *server.Metrics, log *slog.Logger) (testStore, string) {
 	t := ts.t
 	t.Helper()
 	opts := ts.cfg.storage
@@ -73,7 +73,7 @@ func (ts *testServer) openStore(onCommit func([]chat.Message), metrics *server.M
 		}
 		return db, "postgres"
 	}
-	opts.OnCommit = onCommit
+	opts.OnBatch = onBatch
 	opts.Metrics = metrics
 	opts.Logger = log
 	db, err := storage.Open(context.Background(), ts.path, opts)
