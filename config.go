@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net/url"
 	"os"
 	"time"
+
+	"github.com/imserver/imserver/server"
 
 	"gopkg.in/yaml.v3"
 )
@@ -39,7 +42,15 @@ type Config struct {
 		MaxFrameBytes   int64   `yaml:"max_frame_bytes"`
 		SendRate        float64 `yaml:"send_rate"`
 		SendBurst       int     `yaml:"send_burst"`
+		RegisterPerHour int     `yaml:"register_per_hour"`
+		LoginFailures   int     `yaml:"login_failures"`
 	} `yaml:"limits"`
+	HTTP struct {
+		TrustedProxies []string `yaml:"trusted_proxies"`
+		PublicURL      string   `yaml:"public_url"`
+	} `yaml:"http"`
+	TLS  TLSConfig  `yaml:"tls"`
+	Push PushConfig `yaml:"push"`
 	SQLite struct {
 		Synchronous string        `yaml:"synchronous"`
 		BatchSize   int           `yaml:"batch_size"`
@@ -80,6 +91,37 @@ type WebhookConfig struct {
 	Secret string   `yaml:"secret"`
 }
 
+// TLSConfig serves HTTPS from certificate files or from certificates
+// obtained with ACME (Let's Encrypt).
+type TLSConfig struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// HTTPAddr serves ACME HTTP-01 challenges and redirects the rest to
+	// HTTPS; empty for none.
+	HTTPAddr string `yaml:"http_addr"`
+	ACME     struct {
+		Domains      []string `yaml:"domains"`
+		Email        string   `yaml:"email"`
+		CacheDir     string   `yaml:"cache_dir"`
+		DirectoryURL string   `yaml:"directory_url"`
+	} `yaml:"acme"`
+}
+
+// enabled reports whether the server serves TLS.
+func (t *TLSConfig) enabled() bool { return t.CertFile != "" || len(t.ACME.Domains) > 0 }
+
+// PushConfig is Web Push.
+type PushConfig struct {
+	Enabled      bool          `yaml:"enabled"`
+	Delay        time.Duration `yaml:"delay"`
+	Preview      bool          `yaml:"preview"`
+	AllowPrivate bool          `yaml:"allow_private"`
+	Subscriber   string        `yaml:"subscriber"`
+	Timeout      time.Duration `yaml:"timeout"`
+	Queue        int           `yaml:"queue"`
+	Attempts     int           `yaml:"attempts"`
+}
+
 // defaultConfig is what `imserver serve` runs with when given nothing.
 func defaultConfig() Config {
 	var c Config
@@ -100,6 +142,15 @@ func defaultConfig() Config {
 	c.Limits.MaxFrameBytes = 65536
 	c.Limits.SendRate = 50
 	c.Limits.SendBurst = 200
+	c.Limits.RegisterPerHour = 10
+	c.Limits.LoginFailures = 10
+	c.TLS.ACME.CacheDir = "acme-cache"
+	c.Push.Enabled = true
+	c.Push.Delay = 10 * time.Second
+	c.Push.Preview = true
+	c.Push.Timeout = 10 * time.Second
+	c.Push.Queue = 1000
+	c.Push.Attempts = 4
 	c.SQLite.Synchronous = "FULL"
 	c.SQLite.BatchSize = 1000
 	c.WebSocket.SessionQueue = 512
@@ -138,9 +189,26 @@ func loadConfig(path string) (Config, error) {
 
 func (c *Config) validate() error {
 	switch c.Auth.Registration {
-	case "open", "closed":
+	case "open", "invite", "closed":
 	default:
-		return fmt.Errorf("auth.registration must be open or closed, not %q", c.Auth.Registration)
+		return fmt.Errorf("auth.registration must be open, invite or closed, not %q", c.Auth.Registration)
+	}
+	if c.Limits.RegisterPerHour < 0 || c.Limits.LoginFailures < 0 {
+		return fmt.Errorf("limits.register_per_hour and limits.login_failures must be >= 0 (0 = no limit)")
+	}
+	if _, err := server.ParseTrustedProxies(c.HTTP.TrustedProxies); err != nil {
+		return fmt.Errorf("http.trusted_proxies: %w", err)
+	}
+	if c.HTTP.PublicURL != "" {
+		if u, err := url.Parse(c.HTTP.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("http.public_url must be an http(s) URL, not %q", c.HTTP.PublicURL)
+		}
+	}
+	if err := c.TLS.validate(); err != nil {
+		return err
+	}
+	if c.Push.Enabled && (c.Push.Delay <= 0 || c.Push.Timeout <= 0 || c.Push.Queue < 1 || c.Push.Attempts < 1) {
+		return fmt.Errorf("push.delay and push.timeout must be positive, push.queue and push.attempts >= 1")
 	}
 	if c.Storm.Threshold < 0 {
 		return fmt.Errorf("storm.threshold must be >= 0 (0 turns storm mode off), not %d", c.Storm.Threshold)

@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,7 +39,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(serveCommand(), userCommand(), versionCommand(), bench.Command())
+	root.AddCommand(serveCommand(), userCommand(), inviteCommand(), versionCommand(), bench.Command())
 	return root
 }
 
@@ -142,6 +143,17 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	}
 	ccfg := chatConfig(cfg)
 	ccfg.Storm.Counter, ccfg.Events, ccfg.Observer = window, events, metrics
+	var push *server.PushSender
+	if cfg.Push.Enabled {
+		push = server.NewPushSender(server.PushOptions{
+			Subscriber:   cfg.Push.Subscriber,
+			AllowPrivate: cfg.Push.AllowPrivate,
+			Timeout:      cfg.Push.Timeout,
+			QueueSize:    cfg.Push.Queue,
+			Attempts:     cfg.Push.Attempts,
+		}, metrics, log)
+		ccfg.Push = chat.PushConfig{Sender: push, Delay: cfg.Push.Delay, Preview: cfg.Push.Preview}
+	}
 	if bus != nil {
 		ccfg.Peers = bus
 	}
@@ -150,22 +162,62 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		bus.Attach(svc)
 	}
 	health["sqlite"] = db.Ping
+	stopAll := func() {
+		svc.Close()
+		if push != nil {
+			push.Close()
+		}
+		db.Close()
+	}
+	if push != nil {
+		if err := push.Start(ctx, svc); err != nil {
+			stopAll()
+			return err
+		}
+	}
+	proxies, _ := server.ParseTrustedProxies(cfg.HTTP.TrustedProxies) // checked by validate
+	tlsc, err := setupTLS(cfg.TLS, log)
+	if err != nil {
+		stopAll()
+		return err
+	}
 	srv := server.New(server.Config{
-		MaxRequestBytes: cfg.Limits.MaxRequestBytes,
-		MaxFrameBytes:   cfg.Limits.MaxFrameBytes,
-		AllowedOrigins:  cfg.WebSocket.AllowedOrigins,
-		SessionQueue:    cfg.WebSocket.SessionQueue,
-		WriteTimeout:    cfg.WebSocket.WriteTimeout,
-		Pprof:           cfg.Debug.Pprof,
+		MaxRequestBytes:  cfg.Limits.MaxRequestBytes,
+		MaxFrameBytes:    cfg.Limits.MaxFrameBytes,
+		AllowedOrigins:   cfg.WebSocket.AllowedOrigins,
+		SessionQueue:     cfg.WebSocket.SessionQueue,
+		WriteTimeout:     cfg.WebSocket.WriteTimeout,
+		Pprof:            cfg.Debug.Pprof,
+		TrustedProxies:   proxies,
+		LoginFailures:    cfg.Limits.LoginFailures,
+		RegisterPerHour:  cfg.Limits.RegisterPerHour,
+		PublicURL:        cfg.HTTP.PublicURL,
+		HSTS:             tlsc != nil,
+		Version:          version,
+		Push:             push,
+		PushAllowPrivate: cfg.Push.AllowPrivate,
 	}, svc, hub, metrics, web.Handler(), health, log)
 
 	l, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		svc.Close()
-		db.Close()
+		stopAll()
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on http://%s (database %s)\n", version, l.Addr(), cfg.DB)
+	scheme := "http"
+	if tlsc != nil {
+		scheme = "https"
+		l = tls.NewListener(l, tlsc.config)
+		if cfg.TLS.HTTPAddr != "" {
+			stopPlain, err := servePlain(ctx, cfg.TLS.HTTPAddr, tlsc.plain, log)
+			if err != nil {
+				l.Close()
+				stopAll()
+				return err
+			}
+			defer stopPlain()
+		}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on %s://%s (database %s)\n", version, scheme, l.Addr(), cfg.DB)
 	hooks := server.NewWebhooks(events, webhooks(cfg), server.WebhookOptions{
 		Timeout:      cfg.Events.WebhookTimeout,
 		Attempts:     cfg.Events.WebhookAttempts,
@@ -188,6 +240,9 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	// let the writer commit what is queued.
 	err = errors.Join(err, srv.Shutdown(shutdownCtx))
 	svc.Close()
+	if push != nil {
+		push.Close()
+	}
 	hooks.Close()
 	err = errors.Join(err, db.Close())
 	return err
@@ -199,6 +254,7 @@ func chatConfig(cfg Config) chat.Config {
 		SendRate:         cfg.Limits.SendRate,
 		SendBurst:        cfg.Limits.SendBurst,
 		RegistrationOpen: cfg.Auth.Registration == "open",
+		Registration:     cfg.Auth.Registration,
 		AckFlushInterval: cfg.Chat.AckFlushInterval,
 		ReceiptInterval:  cfg.Chat.ReceiptInterval,
 		Admins:           cfg.Auth.Admins,

@@ -160,6 +160,9 @@ func (s *Service) fanOut(ctx context.Context, msgs []Message) {
 			s.log.Warn("fan-out: roster", "conv", m.Conv, "err", err)
 			continue
 		}
+		if s.notify != nil {
+			s.notify.observe(msgs[i:i+1], r)
+		}
 		if s.bufferStorm(r, m) {
 			continue
 		}

@@ -8,10 +8,13 @@ import (
 
 // Config holds the domain's limits and intervals.
 type Config struct {
-	MaxBodyBytes     int
-	SendRate         float64 // messages per second per user
-	SendBurst        int
+	MaxBodyBytes int
+	SendRate     float64 // messages per second per user
+	SendBurst    int
+	// RegistrationOpen is the v1 switch; Registration (open, invite or
+	// closed) overrides it when set.
 	RegistrationOpen bool
+	Registration     string
 	// AckFlushInterval is how long receive acks wait in memory before they
 	// are written in one batch.
 	AckFlushInterval time.Duration
@@ -30,6 +33,8 @@ type Config struct {
 	Observer Observer
 	// Peers are the other processes sharing the store; nil when alone.
 	Peers Peers
+	// Push sends Web Push notifications; off without a Sender.
+	Push PushConfig
 }
 
 func (c *Config) setDefaults() {
@@ -52,6 +57,12 @@ func (c *Config) setDefaults() {
 		c.DedupEntries = 100_000
 	}
 	c.Storm.setDefaults()
+	if c.Registration == "" {
+		c.Registration = RegisterClosed
+		if c.RegistrationOpen {
+			c.Registration = RegisterOpen
+		}
+	}
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}
@@ -74,6 +85,7 @@ type Service struct {
 	hashing  chan struct{} // bounds concurrent password hashing (memory-hard)
 	storm    *stormMode    // nil when storm mode is off
 	obs      Observer
+	notify   *notifier // nil when push is off
 
 	commits chan []Message
 	stop    chan struct{}
@@ -100,6 +112,7 @@ func NewService(store Store, deliver Deliverer, cfg Config, log *slog.Logger) *S
 		commits:  make(chan []Message, 1024),
 		stop:     make(chan struct{}),
 	}
+	s.notify = newNotifier(s, cfg.Push)
 	s.wg.Add(3)
 	go s.dispatch()
 	go s.flushAcksLoop()
@@ -116,6 +129,9 @@ func NewService(store Store, deliver Deliverer, cfg Config, log *slog.Logger) *S
 func (s *Service) Close() {
 	close(s.stop)
 	s.wg.Wait()
+	if s.notify != nil {
+		s.notify.close()
+	}
 }
 
 // Peers are the other processes that share the store (through Redis).

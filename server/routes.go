@@ -31,6 +31,7 @@ func (s *Server) routes() *http.ServeMux {
 	m.HandleFunc("GET /api/v1/conversations/{id}/messages", s.authed(s.handleMessages))
 
 	m.HandleFunc("GET /api/v1/admin/storms", s.authed(s.handleStorms))
+	s.reachRoutes(m)
 
 	m.HandleFunc("GET /api/v1/ws", s.handleWS)
 	m.HandleFunc("/api/", s.handleUnknownAPI)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,26 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Pprof serves net/http/pprof at /debug/pprof/.
 	Pprof bool
+
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client (see ClientAddr).
+	TrustedProxies []netip.Prefix
+	// LoginFailures is the bucket of failed logins per username and per
+	// client address, refilled one a minute; 0 turns the limit off.
+	LoginFailures int
+	// RegisterPerHour bounds registrations per client address; 0: none.
+	RegisterPerHour int
+	// PublicURL is the server's address as users reach it (invite links);
+	// empty takes the request's.
+	PublicURL string
+	// HSTS sends Strict-Transport-Security (the server is serving TLS).
+	HSTS bool
+	// Version is reported to admins.
+	Version string
+	// Push sends Web Push notifications; nil when they are off.
+	Push *PushSender
+	// PushAllowPrivate accepts subscriptions on private addresses (tests).
+	PushAllowPrivate bool
 }
 
 func (c *Config) setDefaults() {
@@ -55,6 +76,9 @@ type Server struct {
 	ui      http.Handler
 	health  map[string]Pinger
 
+	guard   *guard
+	started time.Time
+
 	closing atomic.Bool // Shutdown began: no session may start
 	http    *http.Server
 	mux     *http.ServeMux
@@ -63,7 +87,8 @@ type Server struct {
 // New returns a server; ui (may be nil) is served at "/".
 func New(cfg Config, svc *chat.Service, hub *Hub, m *Metrics, ui http.Handler, health map[string]Pinger, log *slog.Logger) *Server {
 	cfg.setDefaults()
-	s := &Server{cfg: cfg, chat: svc, hub: hub, metrics: m, log: log, ui: ui, health: health}
+	s := &Server{cfg: cfg, chat: svc, hub: hub, metrics: m, log: log, ui: ui, health: health,
+		guard: newGuard(cfg.LoginFailures, cfg.RegisterPerHour), started: time.Now()}
 	s.mux = s.routes()
 	s.http = &http.Server{
 		Handler:           s,
@@ -76,6 +101,9 @@ func New(cfg Config, svc *chat.Service, hub *Hub, m *Metrics, ui http.Handler, h
 
 // ServeHTTP serves the routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.HSTS {
+		w.Header().Set("Strict-Transport-Security", "max-age=63072000")
+	}
 	s.mux.ServeHTTP(w, r)
 }
 

@@ -269,7 +269,8 @@ const entrySelect = `SELECT c.id, c.kind, c.name, c.members_count, m.role, m.min
 	COALESCE(m.max_seq, c.max_seq) AS hi, m.last_ack_seq, m.read_seq,
 	MAX(m.version, CASE WHEN m.max_seq IS NULL THEN c.version ELSE 0 END) AS v,
 	pu.id, pu.username, pu.display_name,
-	lm.seq, lm.sender_id, lm.client_msg_id, lm.kind, lm.body, lm.ts
+	lm.seq, lm.sender_id, lm.client_msg_id, lm.kind, lm.body, lm.ts,
+	m.muted_until
 FROM members m
 JOIN conversations c ON c.id = m.conv_id
 LEFT JOIN members pm ON c.kind = 'direct' AND pm.conv_id = c.id AND pm.user_id <> m.user_id
@@ -286,9 +287,13 @@ func scanEntry(s scanner) (chat.Conversation, error) {
 	var lseq, lts sql.NullInt64
 	var lfrom, lcmid, lkind, lbody sql.NullString
 	err := s.Scan(&c.ID, &c.Kind, &c.Name, &c.MembersCount, &c.Role, &c.MinSeq, &maxSeq, &c.MaxSeq, &c.LastAckSeq, &c.ReadSeq, &c.Version,
-		&pid, &pname, &pdisplay, &lseq, &lfrom, &lcmid, &lkind, &lbody, &lts)
+		&pid, &pname, &pdisplay, &lseq, &lfrom, &lcmid, &lkind, &lbody, &lts,
+		&c.MutedUntil)
 	if err != nil {
 		return c, err
+	}
+	if c.MutedUntil <= nowMS() {
+		c.MutedUntil = 0 // a mute that ended is no mute
 	}
 	c.Left = maxSeq.Valid
 	if pid.Valid {
