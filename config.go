@@ -49,8 +49,8 @@ type Config struct {
 		TrustedProxies []string `yaml:"trusted_proxies"`
 		PublicURL      string   `yaml:"public_url"`
 	} `yaml:"http"`
-	TLS  TLSConfig  `yaml:"tls"`
-	Push PushConfig `yaml:"push"`
+	TLS    TLSConfig  `yaml:"tls"`
+	Push   PushConfig `yaml:"push"`
 	SQLite struct {
 		Synchronous string        `yaml:"synchronous"`
 		BatchSize   int           `yaml:"batch_size"`

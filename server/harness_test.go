@@ -37,6 +37,8 @@ type testConfig struct {
 	chat    chat.Config
 	server  server.Config
 	storage storage.Options
+	// push, when set, sends the server's Web Push notifications.
+	push *server.PushSender
 }
 
 // testServer is one running server and what is needed to restart it on the
@@ -102,8 +104,17 @@ func (ts *testServer) start() {
 	if err != nil {
 		t.Fatalf("storage.Open: %v", err)
 	}
-	svc = chat.NewService(db, hub, ts.cfg.chat, log)
-	srv := server.New(ts.cfg.server, svc, hub, metrics, nil, map[string]server.Pinger{"sqlite": db.Ping}, log)
+	ccfg, scfg := ts.cfg.chat, ts.cfg.server
+	if ts.cfg.push != nil {
+		ccfg.Push.Sender, scfg.Push = ts.cfg.push, ts.cfg.push
+	}
+	svc = chat.NewService(db, hub, ccfg, log)
+	if ts.cfg.push != nil {
+		if err := ts.cfg.push.Start(ctx, svc); err != nil {
+			t.Fatalf("push sender: %v", err)
+		}
+	}
+	srv := server.New(scfg, svc, hub, metrics, nil, map[string]server.Pinger{"sqlite": db.Ping}, log)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		svc.Close()
@@ -129,6 +140,9 @@ func (ts *testServer) start() {
 				t.Errorf("serve: %v", err)
 			}
 			svc.Close()
+			if ts.cfg.push != nil {
+				ts.cfg.push.Close()
+			}
 			if err := db.Close(); err != nil {
 				t.Errorf("closing the database: %v", err)
 			}

@@ -7,49 +7,73 @@ import (
 	"time"
 
 	"github.com/imserver/imserver/chat"
-	"golang.org/x/time/rate"
 )
 
 // keyedLimiter is a token bucket per key (a username, a client address).
 // In memory, per process: with several processes an attacker gets each
 // process's allowance, which still bounds guessing to a few per minute.
+// (x/time/rate's reservations cannot be given back once their time has
+// passed, and a login's outcome is known only after the password check.)
 type keyedLimiter struct {
-	rate  rate.Limit
-	burst int
+	per   time.Duration // one token is added every per
+	burst float64
 
 	mu     sync.Mutex
-	m      map[string]*rate.Limiter
+	m      map[string]*bucket
 	sweepN int
 }
 
-func newKeyedLimiter(r rate.Limit, burst int) *keyedLimiter {
-	return &keyedLimiter{rate: r, burst: burst, m: make(map[string]*rate.Limiter)}
+type bucket struct {
+	tokens float64
+	last   time.Time
 }
 
-// reserve takes a token for key, or says how long until one is there.
-func (l *keyedLimiter) reserve(key string, now time.Time) (*rate.Reservation, time.Duration) {
+func newKeyedLimiter(per time.Duration, burst int) *keyedLimiter {
+	return &keyedLimiter{per: per, burst: float64(burst), m: make(map[string]*bucket)}
+}
+
+// refill brings b to now.
+func (l *keyedLimiter) refill(b *bucket, now time.Time) {
+	if now.After(b.last) {
+		b.tokens = min(l.burst, b.tokens+float64(now.Sub(b.last))/float64(l.per))
+		b.last = now
+	}
+}
+
+// take takes a token for key, or says how long until one is there.
+func (l *keyedLimiter) take(key string, now time.Time) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	lim := l.m[key]
-	if lim == nil {
-		lim = rate.NewLimiter(l.rate, l.burst)
-		l.m[key] = lim
+	b := l.m[key]
+	if b == nil {
+		b = &bucket{tokens: l.burst, last: now}
+		l.m[key] = b
 	}
 	if l.sweepN++; l.sweepN >= 10_000 {
 		l.sweepN = 0
 		// A full bucket holds no state worth keeping.
 		for k, x := range l.m {
-			if x != lim && x.TokensAt(now) >= float64(l.burst) {
+			if l.refill(x, now); x != b && x.tokens >= l.burst {
 				delete(l.m, k)
 			}
 		}
 	}
-	r := lim.ReserveN(now, 1)
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return nil, d
+	l.refill(b, now)
+	if b.tokens < 1 {
+		return false, time.Duration((1 - b.tokens) * float64(l.per))
 	}
-	return r, 0
+	b.tokens--
+	return true, 0
+}
+
+// give puts a token back.
+func (l *keyedLimiter) give(key string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b := l.m[key]; b != nil {
+		l.refill(b, now)
+		b.tokens = min(l.burst, b.tokens+1)
+	}
 }
 
 // guard holds the login and registration limits. A login attempt takes a
@@ -67,24 +91,24 @@ func newGuard(loginFailures, registerPerHour int) *guard {
 	g := &guard{}
 	if loginFailures > 0 {
 		// Refilled one a minute, as the protocol says.
-		g.byName = newKeyedLimiter(rate.Every(time.Minute), loginFailures)
-		g.byAddr = newKeyedLimiter(rate.Every(time.Minute), loginFailures)
+		g.byName = newKeyedLimiter(time.Minute, loginFailures)
+		g.byAddr = newKeyedLimiter(time.Minute, loginFailures)
 	}
 	if registerPerHour > 0 {
-		g.register = newKeyedLimiter(rate.Every(time.Hour/time.Duration(registerPerHour)), registerPerHour)
+		g.register = newKeyedLimiter(time.Hour/time.Duration(registerPerHour), registerPerHour)
 	}
 	return g
 }
 
 // attempt is one guarded try: call failed or succeeded when its outcome is
 // known.
-type attempt struct{ rs []*rate.Reservation }
+type attempt struct{ taken []limiterKey }
 
 // refund gives the tokens back (the try did not count).
 func (a attempt) refund() {
 	now := time.Now()
-	for _, r := range a.rs {
-		r.CancelAt(now)
+	for _, k := range a.taken {
+		k.l.give(k.key, now)
 	}
 }
 
@@ -105,16 +129,15 @@ func take(now time.Time, what string, keyed ...limiterKey) (attempt, error) {
 		if k.l == nil {
 			continue
 		}
-		r, d := k.l.reserve(k.key, now)
-		if r == nil {
+		ok, d := k.l.take(k.key, now)
+		if !ok {
 			a.refund()
 			return attempt{}, rateLimited(what, d)
 		}
-		a.rs = append(a.rs, r)
+		a.taken = append(a.taken, k)
 	}
 	return a, nil
 }
-
 
 // login reserves a failed login for username and addr.
 func (g *guard) login(username string, addr netip.Addr) (attempt, error) {
