@@ -104,6 +104,10 @@ type TLSConfig struct {
 		Email        string   `yaml:"email"`
 		CacheDir     string   `yaml:"cache_dir"`
 		DirectoryURL string   `yaml:"directory_url"`
+		// CAFile is a PEM file of the CAs that sign the ACME server's own
+		// HTTPS certificate (a private ACME server, tests); empty trusts
+		// the system's.
+		CAFile string `yaml:"ca_file"`
 	} `yaml:"acme"`
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,8 +78,21 @@ func setupTLS(cfg TLSConfig, log *slog.Logger) (*tlsServing, error) {
 		HostPolicy: autocert.HostWhitelist(cfg.ACME.Domains...),
 		Email:      cfg.ACME.Email,
 	}
-	if cfg.ACME.DirectoryURL != "" {
+	if cfg.ACME.DirectoryURL != "" || cfg.ACME.CAFile != "" {
 		m.Client = &acme.Client{DirectoryURL: cfg.ACME.DirectoryURL}
+	}
+	if cfg.ACME.CAFile != "" {
+		pem, err := os.ReadFile(cfg.ACME.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls.acme.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls.acme.ca_file %s: no PEM certificate in it", cfg.ACME.CAFile)
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		m.Client.HTTPClient = &http.Client{Transport: tr, Timeout: time.Minute}
 	}
 	tc := m.TLSConfig() // answers TLS-ALPN-01 (acme-tls/1) itself
 	tc.MinVersion = tls.VersionTLS12
