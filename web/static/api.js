@@ -58,6 +58,8 @@ export function createApi({ getToken, onUnauthorized }) {
   const post = (path, body) => request('POST', path, body ?? {});
 
   return {
+    // call is any request of the protocol (newer endpoints use it).
+    call: (method, path, body) => request(method, path, body),
     register: (username, password, displayName) =>
       post('/auth/register', displayName ? { username, password, display_name: displayName } : { username, password }),
     login: (username, password) => post('/auth/login', { username, password }),

@@ -5,6 +5,7 @@
 import { h, linkify } from './dom.js';
 import { Coalescer } from './util.js';
 import { dayKey, dayLabel, formatFull, formatTime, hue, initials, plural } from './format.js';
+import { muteControl } from './notify.js';
 
 const GROUP_GAP_MS = 5 * 60 * 1000;
 const NEAR_BOTTOM_PX = 48;
@@ -177,6 +178,7 @@ export class ConversationView {
         { class: 'chat-header' },
         h('button', { type: 'button', class: 'btn icon back', id: 'back-btn', 'aria-label': 'Back to conversations', onClick: () => this.onBack() }, '←'),
         h('div', { class: 'chat-heading' }, this.titleEl, this.subtitleEl),
+        muteControl(this.client.api, this.client, () => this.convId),
         h('button', { type: 'button', class: 'btn', id: 'details-btn', onClick: () => this.onDetails(this.convId) }, 'Details'),
       ),
       this.stormEl,
