@@ -2,31 +2,38 @@ package server
 
 import "net/http"
 
-// reachRoutes are invites, mutes, Web Push and the admin page's API.
-func (s *Server) reachRoutes(m *http.ServeMux) {
-	m.HandleFunc("POST /api/v1/invites", s.authed(s.handleCreateInvite))
-	m.HandleFunc("GET /api/v1/invites", s.authed(s.handleInvites))
-	m.HandleFunc("DELETE /api/v1/invites/{code}", s.authed(s.handleRevokeInvite))
+// reachRoutes are invites, mutes, Web Push and the admin page's API (in
+// the documented route table).
+func (s *Server) reachRoutes(authed func(http.HandlerFunc) http.Handler) []route {
+	return []route{
+		{"POST", "/api/v1/invites", authed(s.handleCreateInvite)},
+		{"GET", "/api/v1/invites", authed(s.handleInvites)},
+		{"DELETE", "/api/v1/invites/{code}", authed(s.handleRevokeInvite)},
 
-	m.HandleFunc("POST /api/v1/conversations/{id}/mute", s.authed(s.handleMute))
-	m.HandleFunc("POST /api/v1/conversations/{id}/unmute", s.authed(s.handleUnmute))
+		{"POST", "/api/v1/conversations/{id}/mute", authed(s.handleMute)},
+		{"POST", "/api/v1/conversations/{id}/unmute", authed(s.handleUnmute)},
 
-	m.HandleFunc("GET /api/v1/push/key", s.authed(s.handlePushKey))
-	m.HandleFunc("POST /api/v1/push/subscriptions", s.authed(s.handleSubscribe))
-	m.HandleFunc("DELETE /api/v1/push/subscriptions", s.authed(s.handleUnsubscribe))
+		{"GET", "/api/v1/push/key", authed(s.handlePushKey)},
+		{"POST", "/api/v1/push/subscriptions", authed(s.handleSubscribe)},
+		{"DELETE", "/api/v1/push/subscriptions", authed(s.handleUnsubscribe)},
 
-	m.HandleFunc("GET /api/v1/admin/users", s.authed(s.handleAdminUsers))
-	m.HandleFunc("POST /api/v1/admin/users/{id}/disable", s.authed(s.setDisabled(true)))
-	m.HandleFunc("POST /api/v1/admin/users/{id}/enable", s.authed(s.setDisabled(false)))
-	m.HandleFunc("POST /api/v1/admin/users/{id}/password", s.authed(s.handleResetPassword))
-	m.HandleFunc("GET /api/v1/admin/invites", s.authed(s.handleAdminInvites))
-	m.HandleFunc("GET /api/v1/admin/status", s.authed(s.handleAdminStatus))
-
-	if s.ui != nil {
-		// The join page is the UI's, at the invite's URL.
-		m.HandleFunc("GET /join/{code}", s.handleJoinPage)
-		m.HandleFunc("GET /sw.js", s.handleServiceWorker)
+		{"GET", "/api/v1/admin/users", authed(s.handleAdminUsers)},
+		{"POST", "/api/v1/admin/users/{id}/disable", authed(s.setDisabled(true))},
+		{"POST", "/api/v1/admin/users/{id}/enable", authed(s.setDisabled(false))},
+		{"POST", "/api/v1/admin/users/{id}/password", authed(s.handleResetPassword)},
+		{"GET", "/api/v1/admin/invites", authed(s.handleAdminInvites)},
+		{"GET", "/api/v1/admin/status", authed(s.handleAdminStatus)},
 	}
+}
+
+// uiRoutes are the UI's pages outside "/": the join page at an invite's
+// URL and the service worker.
+func (s *Server) uiRoutes(m *http.ServeMux) {
+	if s.ui == nil {
+		return
+	}
+	m.HandleFunc("GET /join/{code}", s.handleJoinPage)
+	m.HandleFunc("GET /sw.js", s.handleServiceWorker)
 }
 
 // handleJoinPage serves the UI's page; its script sees /join/CODE.

@@ -26,6 +26,10 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Pprof serves net/http/pprof at /debug/pprof/.
 	Pprof bool
+	// Version, Commit and Schema (the database's newest applied migration)
+	// are reported by /healthz.
+	Version, Commit string
+	Schema          int
 
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client (see ClientAddr).
@@ -40,8 +44,6 @@ type Config struct {
 	PublicURL string
 	// HSTS sends Strict-Transport-Security (the server is serving TLS).
 	HSTS bool
-	// Version is reported to admins.
-	Version string
 	// Push sends Web Push notifications; nil when they are off.
 	Push *PushSender
 	// PushAllowPrivate accepts subscriptions on private addresses (tests).
