@@ -29,6 +29,7 @@ import (
 // pushService is a fake push service (what FCM or Mozilla's autopush are
 // to browsers): it records what it is sent and answers status.
 type pushService struct {
+	metrics  *server.Metrics
 	srv      *httptest.Server
 	status   atomic.Int32
 	requests chan pushRequest
@@ -166,14 +167,16 @@ func (b *browser) open(t *testing.T, r pushRequest) notificationJSON {
 
 const pushDelay = 300 * time.Millisecond
 
-// pushServer starts a server that pushes through ps after pushDelay.
+// pushServer starts a server that pushes through ps after pushDelay; the
+// sender's metrics are in ps.metrics.
 func pushServer(t *testing.T, ps *pushService, opts ...func(*testConfig)) *testServer {
+	ps.metrics = server.NewMetrics()
 	sender := server.NewPushSender(server.PushOptions{
 		AllowPrivate: true,
 		Transport:    ps.srv.Client().Transport,
 		Timeout:      2 * time.Second,
 		Backoff:      50 * time.Millisecond,
-	}, nil, slog.New(slog.DiscardHandler))
+	}, ps.metrics, slog.New(slog.DiscardHandler))
 	all := append([]func(*testConfig){func(c *testConfig) {
 		c.push = sender
 		c.server.PushAllowPrivate = true
@@ -303,6 +306,34 @@ func TestPushGoneDropsSubscription(t *testing.T) {
 	bob.post(t, "/api/v1/push/subscriptions", br.subscription()).want(t, http.StatusCreated)
 	alice.send(t, conv, "m3", "three")
 	ps.next(t, "resubscribed")
+	for name, want := range map[string]float64{"imserver_push_retries_total": 1, "imserver_push_subscriptions_gone_total": 1} {
+		if got := ps.metric(t, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for ps.metric(t, "imserver_push_sent_total") != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := ps.metric(t, "imserver_push_sent_total"); got != 1 {
+		t.Errorf("imserver_push_sent_total = %v, want 1", got)
+	}
+}
+
+// metric is the value of one of the sender's counters.
+func (p *pushService) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	families, err := p.metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }
 
 func TestPushSubscriptionBadInput(t *testing.T) {
