@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -25,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/letsencrypt/challtestsrv"
 	"github.com/letsencrypt/pebble/v2/ca"
 	"github.com/letsencrypt/pebble/v2/db"
@@ -137,6 +140,27 @@ func TestTLSFromFiles(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("Strict-Transport-Security"), "max-age=") {
 		t.Errorf("HTTPS answer: %d, HSTS %q", resp.StatusCode, resp.Header.Get("Strict-Transport-Security"))
 	}
+	// The WebSocket works over TLS (HTTP/1.1 upgrade).
+	reg, err := client.Post("https://"+addr+"/api/v1/auth/register", "application/json", strings.NewReader(`{"username":"tls","password":"password-tls"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var auth struct {
+		Token string `json:"token"`
+	}
+	json.NewDecoder(reg.Body).Decode(&auth)
+	reg.Body.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "wss://"+addr+"/api/v1/ws?token="+auth.Token, &websocket.DialOptions{HTTPClient: client})
+	if err != nil {
+		t.Fatalf("wss: %v", err)
+	}
+	if _, hello, err := ws.Read(ctx); err != nil || !strings.Contains(string(hello), `"hello"`) {
+		t.Errorf("wss hello: %s %v", hello, err)
+	}
+	ws.Close(websocket.StatusNormalClosure, "")
+
 	// The plain port sends everyone to HTTPS, path and query kept.
 	resp, err = client.Get("http://" + plain + "/some/page?x=1")
 	if err != nil {
