@@ -269,6 +269,41 @@ func TestPushDirectMessage(t *testing.T) {
 	ps.none(t, 3*pushDelay, "unsubscribed")
 }
 
+// A group message is pushed to the members it mentions. Mentions are
+// resolved by the teamwork branch's send path: until it has landed the
+// server answers no "mentions" and nobody is pushed; once it has, this test
+// requires the push (chat/mentions_compat.go must then read them).
+func TestPushGroupMention(t *testing.T) {
+	ps := newPushService(t)
+	ts := pushServer(t, ps)
+	alice, bob, carol := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol")
+	g := alice.group(t, "team", bob, carol)
+	bb, cb := newBrowser(t, ps.srv.URL+"/push/bob"), newBrowser(t, ps.srv.URL+"/push/carol")
+	bob.post(t, "/api/v1/push/subscriptions", bb.subscription()).want(t, http.StatusCreated)
+	carol.post(t, "/api/v1/push/subscriptions", cb.subscription()).want(t, http.StatusCreated)
+
+	var reply struct {
+		Message struct {
+			Seq      int64    `json:"seq"`
+			Mentions []string `json:"mentions"`
+		} `json:"message"`
+	}
+	alice.post(t, convPath(g.ID, "messages"), map[string]string{"client_msg_id": "g1", "body": "@bob can you look?"}).
+		want(t, http.StatusCreated).decode(t, &reply)
+	if len(reply.Message.Mentions) == 0 {
+		ps.none(t, 3*pushDelay, "group message before mentions exist")
+		return
+	}
+	r := ps.next(t, "mention")
+	if r.path != "/push/bob" {
+		t.Fatalf("mention pushed to %s, want bob only", r.path)
+	}
+	if n := bb.open(t, r); n.Seq != reply.Message.Seq || n.Conv != g.ID {
+		t.Errorf("mention push: %+v", n)
+	}
+	ps.none(t, 3*pushDelay, "carol, not mentioned")
+}
+
 func TestPushPreviewOff(t *testing.T) {
 	ps := newPushService(t)
 	ts := pushServer(t, ps, func(c *testConfig) { c.chat.Push.Preview = false })
