@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/imserver/imserver/chat"
@@ -52,19 +51,4 @@ func inviteCommand() *cobra.Command {
 	create.Flags().StringVar(&baseURL, "url", "", "the server's public URL (default http.public_url, else from tls/addr)")
 	cmd.AddCommand(create)
 	return cmd
-}
-
-// publicURL guesses the address users reach the server at.
-func publicURL(cfg Config) string {
-	if cfg.HTTP.PublicURL != "" {
-		return cfg.HTTP.PublicURL
-	}
-	if len(cfg.TLS.ACME.Domains) > 0 {
-		return "https://" + cfg.TLS.ACME.Domains[0]
-	}
-	scheme := "http"
-	if cfg.TLS.enabled() {
-		scheme = "https"
-	}
-	return scheme + "://" + strings.TrimPrefix(cfg.Addr, "0.0.0.0")
 }

@@ -133,7 +133,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	var push *server.PushSender
 	if cfg.Push.Enabled {
 		push = server.NewPushSender(server.PushOptions{
-			Subscriber:   cfg.Push.Subscriber,
+			Subscriber:   pushSubscriber(cfg),
 			AllowPrivate: cfg.Push.AllowPrivate,
 			Timeout:      cfg.Push.Timeout,
 			QueueSize:    cfg.Push.Queue,

@@ -26,8 +26,8 @@ import (
 
 // PushOptions configure the Web Push sender.
 type PushOptions struct {
-	// Subscriber is the VAPID contact (mailto: address or https URL)
-	// push services may write to.
+	// Subscriber is the VAPID contact push services may write to: an
+	// e-mail address (with or without mailto:) or an https URL.
 	Subscriber string
 	// AllowPrivate lets endpoints be on loopback and private addresses
 	// (tests); otherwise a subscription cannot make the server call into
@@ -52,8 +52,10 @@ type PushOptions struct {
 
 func (o *PushOptions) setDefaults() {
 	if o.Subscriber == "" {
-		o.Subscriber = "mailto:admin@localhost"
+		o.Subscriber = "admin@localhost"
 	}
+	// webpush-go adds "mailto:" to anything that is not an https URL.
+	o.Subscriber = strings.TrimPrefix(o.Subscriber, "mailto:")
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
