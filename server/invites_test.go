@@ -179,6 +179,14 @@ func TestInviteRules(t *testing.T) {
 		root.post(t, "/api/v1/invites", map[string]any{}).wantError(t, http.StatusForbidden, "forbidden")
 		ts.registerWith(t, "ben", "").wantError(t, http.StatusForbidden, "forbidden")
 	})
+	t.Run("open invites per user are bounded", func(t *testing.T) {
+		ts := newServer(t, inviteMode("root"))
+		root := ts.addUser(t, "root")
+		for range 100 {
+			root.createInvite(t, map[string]any{})
+		}
+		root.post(t, "/api/v1/invites", map[string]any{}).wantError(t, http.StatusConflict, "conflict")
+	})
 	t.Run("guessing codes is rate limited", func(t *testing.T) {
 		ts := newServer(t, inviteMode("root"), func(c *testConfig) { c.server.LoginFailures = 3 })
 		root := ts.addUser(t, "root")

@@ -406,6 +406,30 @@ func TestPushSubscriptionBadInput(t *testing.T) {
 	ts.do(t, "DELETE", "/api/v1/push/subscriptions", bob.Token, map[string]string{}).wantError(t, http.StatusBadRequest, "bad_request")
 }
 
+// A user keeps its newest 20 subscriptions: a client subscribing in a
+// loop cannot grow the table or the pushes of a message.
+func TestPushSubscriptionsBounded(t *testing.T) {
+	ps := newPushService(t)
+	ts := pushServer(t, ps)
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	conv := alice.direct(t, bob).ID
+	for i := range 25 {
+		bob.post(t, "/api/v1/push/subscriptions", newBrowser(t, fmt.Sprintf("%s/push/bob-%02d", ps.srv.URL, i)).subscription()).want(t, http.StatusCreated)
+		time.Sleep(2 * time.Millisecond) // distinct created_at
+	}
+	alice.send(t, conv, "m1", "hi")
+	got := map[string]bool{}
+	for range 20 {
+		got[ps.next(t, "push").path] = true
+	}
+	ps.none(t, 3*pushDelay, "past 20 subscriptions")
+	for i := range 5 {
+		if p := fmt.Sprintf("/push/bob-%02d", i); got[p] {
+			t.Errorf("the oldest subscription %s was kept", p)
+		}
+	}
+}
+
 func TestPushPrivateEndpointsRefused(t *testing.T) {
 	ps := newPushService(t)
 	ts := pushServer(t, ps, func(c *testConfig) { c.server.PushAllowPrivate = false })

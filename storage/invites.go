@@ -6,9 +6,27 @@ import (
 	"github.com/imserver/imserver/chat"
 )
 
+// Bounds on what one user keeps: invites expired this long ago are
+// forgotten when the user makes a new one, and a user holds at most
+// maxOpenInvites unexpired invites.
+const (
+	inviteKeepExpired = 30 * 24 * 60 * 60 * 1000
+	maxOpenInvites    = 100
+)
+
 // CreateInvite implements chat.InviteStore.
 func (db *DB) CreateInvite(ctx context.Context, inv chat.Invite, codeHash []byte) error {
 	return db.w.exec(ctx, func(t *wtx) error {
+		if _, err := t.ExecContext(t.ctx, `DELETE FROM invites WHERE created_by = ? AND expires_at < ?`, inv.CreatedBy, inv.CreatedAt-inviteKeepExpired); err != nil {
+			return err
+		}
+		var open int
+		if err := t.QueryRowContext(t.ctx, `SELECT COUNT(*) FROM invites WHERE created_by = ? AND expires_at > ?`, inv.CreatedBy, inv.CreatedAt).Scan(&open); err != nil {
+			return err
+		}
+		if open >= maxOpenInvites {
+			return chat.Errorf(chat.EConflict, "you have %d open invites; revoke some first", open)
+		}
 		_, err := t.ExecContext(t.ctx, `INSERT INTO invites (id, code_hash, created_by, created_at, expires_at, max_uses)
 			VALUES (?, ?, ?, ?, ?, ?)`, inv.ID, codeHash, inv.CreatedBy, inv.CreatedAt, inv.ExpiresAt, inv.MaxUses)
 		return err

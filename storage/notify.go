@@ -30,9 +30,19 @@ func (db *DB) AddPushSubscription(ctx context.Context, sub chat.PushSubscription
 		_, err := t.ExecContext(t.ctx, `INSERT INTO push_subscriptions (endpoint, user_id, p256dh, auth, created_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (endpoint) DO UPDATE SET user_id = excluded.user_id, p256dh = excluded.p256dh, auth = excluded.auth, created_at = excluded.created_at`,
 			sub.Endpoint, sub.UserID, sub.P256dh, sub.Auth, sub.CreatedAt)
+		if err != nil {
+			return err
+		}
+		// A user's browsers come and go; keep the newest few, so that a
+		// client subscribing in a loop cannot grow the table.
+		_, err = t.ExecContext(t.ctx, `DELETE FROM push_subscriptions WHERE user_id = ?1 AND endpoint NOT IN
+			(SELECT endpoint FROM push_subscriptions WHERE user_id = ?1 ORDER BY created_at DESC, endpoint LIMIT ?2)`, sub.UserID, maxPushSubscriptions)
 		return err
 	})
 }
+
+// maxPushSubscriptions bounds the subscriptions (browsers) of one user.
+const maxPushSubscriptions = 20
 
 // DeletePushSubscription implements chat.NotifyStore.
 func (db *DB) DeletePushSubscription(ctx context.Context, user, endpoint string) error {
