@@ -181,6 +181,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		AllowedOrigins:   cfg.WebSocket.AllowedOrigins,
 		SessionQueue:     cfg.WebSocket.SessionQueue,
 		WriteTimeout:     cfg.WebSocket.WriteTimeout,
+		PresenceGrace:    cfg.WebSocket.PresenceGrace,
 		Pprof:            cfg.Debug.Pprof,
 		Version:          build.Version,
 		Commit:           build.Commit,
@@ -193,6 +194,9 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		Push:             push,
 		PushAllowPrivate: cfg.Push.AllowPrivate,
 	}, svc, hub, metrics, web.Handler(), health, log)
+	if rdb != nil {
+		srv.ShareOnline(rdb, cfg.RedisPrefix)
+	}
 
 	l, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

@@ -85,6 +85,7 @@ type Service struct {
 	hashing  chan struct{} // bounds concurrent password hashing (memory-hard)
 	storm    *stormMode    // nil when storm mode is off
 	obs      Observer
+	typing   typingLimiter
 	notify   *notifier // nil when push is off
 
 	commits chan []Message

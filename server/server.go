@@ -26,6 +26,9 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Pprof serves net/http/pprof at /debug/pprof/.
 	Pprof bool
+	// PresenceGrace is how long a user whose last session closed still
+	// counts as online (a reload does not flicker); at most 5 s.
+	PresenceGrace time.Duration
 	// Version, Commit and Schema (the database's newest applied migration)
 	// are reported by /healthz.
 	Version, Commit string
@@ -63,6 +66,9 @@ func (c *Config) setDefaults() {
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second
 	}
+	if c.PresenceGrace <= 0 || c.PresenceGrace > 5*time.Second {
+		c.PresenceGrace = 5 * time.Second
+	}
 }
 
 // Pinger checks a dependency for /healthz.
@@ -78,8 +84,9 @@ type Server struct {
 	ui      http.Handler
 	health  map[string]Pinger
 
-	guard   *guard
-	started time.Time
+	presence *presence
+	guard    *guard
+	started  time.Time
 
 	closing atomic.Bool // Shutdown began: no session may start
 	http    *http.Server
@@ -91,6 +98,7 @@ func New(cfg Config, svc *chat.Service, hub *Hub, m *Metrics, ui http.Handler, h
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, chat: svc, hub: hub, metrics: m, log: log, ui: ui, health: health,
 		guard: newGuard(cfg.LoginFailures, cfg.RegisterPerHour), started: time.Now()}
+	s.presence = newPresence(s, cfg.PresenceGrace, log)
 	s.mux = s.routes()
 	s.http = &http.Server{
 		Handler:           s,
@@ -156,5 +164,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		ss.conn.CloseNow()
 		ss.cancel()
 	}
+	s.presence.close()
 	return err
 }
