@@ -65,6 +65,15 @@ func (s *Server) clientAddr(r *http.Request) netip.Addr {
 	return ClientAddr(r, s.cfg.TrustedProxies)
 }
 
+// clientAddress is clientAddr as sessions record it: the connection's
+// remote address as given when it is not an IP address.
+func (s *Server) clientAddress(r *http.Request) string {
+	if a := s.clientAddr(r); a.IsValid() {
+		return a.String()
+	}
+	return r.RemoteAddr
+}
+
 func peerAddr(remote string) netip.Addr {
 	host, _, err := net.SplitHostPort(remote)
 	if err != nil {

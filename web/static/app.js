@@ -11,6 +11,7 @@ import { SearchPanel } from './search.js';
 import { authView } from './auth.js';
 import { detailsDialog, newDirectDialog, newGroupDialog } from './dialogs.js';
 import { h } from './dom.js';
+import { settingsDialog } from './settings.js';
 import { setupNotifications } from './notify.js';
 import { inviteCode, invitesDialog, joinView } from './invites.js';
 import { adminDialog, isAdmin } from './admin.js';
@@ -134,6 +135,7 @@ function startSession(user, token) {
       h('button', { type: 'button', class: 'btn', id: 'invite-btn', onClick: () => invitesDialog(api) }, 'Invite'),
       adminBtn,
       h('span', { class: 'me', id: 'me-name', title: `@${user.username}` }, user.display_name || user.username),
+      h('button', { type: 'button', class: 'btn', id: 'settings-btn', onClick: () => settingsDialog(api) }, 'Settings'),
       h('button', { type: 'button', class: 'btn', id: 'logout-btn', onClick: logout }, 'Log out'),
     ),
     h('div', { class: 'main' }, list.root, view.root),
