@@ -68,12 +68,18 @@ type Config struct {
 		BatchSize   int           `yaml:"batch_size"`
 		BatchDelay  time.Duration `yaml:"batch_delay"`
 		Readers     int           `yaml:"readers"`
+		// PipelinedSync: with FULL, the WAL is fsynced beside the writer
+		// (the next batch runs meanwhile) instead of inside COMMIT.
+		PipelinedSync bool `yaml:"pipelined_sync"`
 	} `yaml:"sqlite"`
 	WebSocket struct {
 		AllowedOrigins []string      `yaml:"allowed_origins"`
 		SessionQueue   int           `yaml:"session_queue"`
 		WriteTimeout   time.Duration `yaml:"write_timeout"`
-		PresenceGrace  time.Duration `yaml:"presence_grace"`
+		// WriteDelay holds a session's writer this long once something is
+		// queued, so that more frames leave in the same write.
+		WriteDelay    time.Duration `yaml:"write_delay"`
+		PresenceGrace time.Duration `yaml:"presence_grace"`
 		// MaxSessionsPerUser bounds one user's open sockets per process.
 		MaxSessionsPerUser int `yaml:"max_sessions_per_user"`
 	} `yaml:"websocket"`
@@ -290,6 +296,9 @@ func (c *Config) validate() error {
 	}
 	if c.Push.Enabled && (c.Push.Delay <= 0 || c.Push.Timeout <= 0 || c.Push.Queue < 1 || c.Push.Attempts < 1) {
 		return fmt.Errorf("push.delay and push.timeout must be positive, push.queue and push.attempts >= 1")
+	}
+	if c.WebSocket.WriteDelay < 0 || c.WebSocket.WriteDelay > time.Second {
+		return fmt.Errorf("websocket.write_delay must be between 0 (off) and 1s, not %s", c.WebSocket.WriteDelay)
 	}
 	if c.Storm.Threshold < 0 {
 		return fmt.Errorf("storm.threshold must be >= 0 (0 turns storm mode off), not %d", c.Storm.Threshold)

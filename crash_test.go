@@ -124,10 +124,21 @@ type storedMsg struct {
 // once with its seq, seqs strictly increase, and resending every message
 // (answered or not) with its client_msg_id never stores one twice.
 func TestCrashKeepsEverySentMessage(t *testing.T) {
+	crashKeepsEverySentMessage(t, "")
+}
+
+// TestCrashKeepsEverySentMessagePipelinedSync is the same with the WAL
+// fsynced beside the writer (sqlite.pipelined_sync): the writer's
+// connection runs synchronous NORMAL, and answers wait for the syncer.
+func TestCrashKeepsEverySentMessagePipelinedSync(t *testing.T) {
+	crashKeepsEverySentMessage(t, "  pipelined_sync: true\n")
+}
+
+func crashKeepsEverySentMessage(t *testing.T, sqliteExtra string) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "crash.db")
 	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte("limits:\n  send_rate: 1000000\n  send_burst: 1000000\nsqlite:\n  synchronous: FULL\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("limits:\n  send_rate: 1000000\n  send_burst: 1000000\nsqlite:\n  synchronous: FULL\n"+sqliteExtra), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := startServer(t, db, cfg)

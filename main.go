@@ -115,11 +115,14 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	metrics.WatchEventQueue(events)
 	var svc *chat.Service
 	db, err := storage.Open(ctx, cfg.DB, storage.Options{
-		Synchronous: cfg.SQLite.Synchronous,
-		BatchSize:   cfg.SQLite.BatchSize,
-		BatchDelay:  cfg.SQLite.BatchDelay,
-		Readers:     cfg.SQLite.Readers,
-		OnCommit:    func(m []chat.Message) { svc.Committed(m) },
+		Synchronous:   cfg.SQLite.Synchronous,
+		BatchSize:     cfg.SQLite.BatchSize,
+		BatchDelay:    cfg.SQLite.BatchDelay,
+		Readers:       cfg.SQLite.Readers,
+		PipelinedSync: cfg.SQLite.PipelinedSync,
+		// Fan-out and the answers to WebSocket sends run together, off
+		// the writer's goroutine.
+		OnBatch:     func(m []chat.Message, answer func()) { svc.CommittedThen(m, answer) },
 		Metrics:     metrics,
 		Logger:      log,
 		Redis:       rdb,
@@ -182,6 +185,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		AllowedOrigins:     cfg.WebSocket.AllowedOrigins,
 		SessionQueue:       cfg.WebSocket.SessionQueue,
 		WriteTimeout:       cfg.WebSocket.WriteTimeout,
+		WriteDelay:         cfg.WebSocket.WriteDelay,
 		PresenceGrace:      cfg.WebSocket.PresenceGrace,
 		Pprof:              cfg.Debug.Pprof,
 		ReadTimeout:        cfg.HTTP.ReadTimeout,

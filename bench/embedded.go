@@ -57,13 +57,13 @@ func freePort() (int, error) {
 }
 
 // startEmbedded starts bin and waits for GET /healthz to answer 200.
-func startEmbedded(ctx context.Context, bin, sqliteSync string, keep bool) (*embeddedServer, error) {
+func startEmbedded(ctx context.Context, bin, config string, keep bool) (*embeddedServer, error) {
 	dir, err := os.MkdirTemp("", "imserver-bench-")
 	if err != nil {
 		return nil, err
 	}
 	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(serverConfig(sqliteSync)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}

@@ -117,7 +117,7 @@ type Service struct {
 	typing     typingLimiter
 	notify     *notifier // nil when push is off
 
-	commits chan []Message
+	commits chan commit
 	stop    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -141,7 +141,7 @@ func NewService(store Store, deliver Deliverer, cfg Config, log *slog.Logger) *S
 		pwFailures: newSendLimits(1/cfg.PasswordRefill.Seconds(), cfg.PasswordFailures),
 		storm:      newStormMode(cfg.Storm),
 		obs:        cfg.Observer,
-		commits:    make(chan []Message, 1024),
+		commits:    make(chan commit, 1024),
 		stop:       make(chan struct{}),
 	}
 	s.notify = newNotifier(s, cfg.Push)

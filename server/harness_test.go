@@ -100,7 +100,7 @@ func (ts *testServer) start() {
 	hub := server.NewHub(log, metrics)
 	var svc *chat.Service
 	opts := ts.cfg.storage
-	opts.OnCommit = func(m []chat.Message) { svc.Committed(m) }
+	opts.OnBatch = func(m []chat.Message, answer func()) { svc.CommittedThen(m, answer) }
 	opts.Metrics = metrics
 	opts.Logger = log
 	db, err := storage.Open(ctx, ts.path, opts)

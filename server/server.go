@@ -24,6 +24,10 @@ type Config struct {
 	// SessionQueue bounds the frames waiting for one session.
 	SessionQueue int
 	WriteTimeout time.Duration
+	// WriteDelay holds a session's writer this long after it is woken, so
+	// that frames queued meanwhile (the next commits' messages) share its
+	// write; 0 writes at once.
+	WriteDelay time.Duration
 	// Pprof serves net/http/pprof at /debug/pprof/.
 	Pprof bool
 	// ReadTimeout bounds how long an HTTP request's body may take to
