@@ -39,7 +39,16 @@ type Config struct {
 		MaxFrameBytes   int64   `yaml:"max_frame_bytes"`
 		SendRate        float64 `yaml:"send_rate"`
 		SendBurst       int     `yaml:"send_burst"`
+		MaxFileBytes    int64   `yaml:"max_file_bytes"`
 	} `yaml:"limits"`
+	Files struct {
+		Dir            string        `yaml:"dir"`
+		MaxTotalBytes  int64         `yaml:"max_total_bytes"`
+		OrphanTTL      time.Duration `yaml:"orphan_ttl"`
+		SweepInterval  time.Duration `yaml:"sweep_interval"`
+		MaxImagePixels int64         `yaml:"max_image_pixels"`
+		ThumbWorkers   int           `yaml:"thumb_workers"`
+	} `yaml:"files"`
 	SQLite struct {
 		Synchronous string        `yaml:"synchronous"`
 		BatchSize   int           `yaml:"batch_size"`
@@ -100,6 +109,11 @@ func defaultConfig() Config {
 	c.Limits.MaxFrameBytes = 65536
 	c.Limits.SendRate = 50
 	c.Limits.SendBurst = 200
+	c.Limits.MaxFileBytes = 25 << 20
+	c.Files.OrphanTTL = 24 * time.Hour
+	c.Files.SweepInterval = time.Hour
+	c.Files.MaxImagePixels = 50_000_000
+	c.Files.ThumbWorkers = 2
 	c.SQLite.Synchronous = "FULL"
 	c.SQLite.BatchSize = 1000
 	c.WebSocket.SessionQueue = 512
@@ -156,8 +170,29 @@ func (c *Config) validate() error {
 			return fmt.Errorf("storm.window and storm.flush_interval must be positive")
 		}
 	}
+	if c.Limits.MaxFileBytes < 1 {
+		return fmt.Errorf("limits.max_file_bytes must be >= 1, not %d", c.Limits.MaxFileBytes)
+	}
+	if c.Files.MaxTotalBytes < 0 {
+		return fmt.Errorf("files.max_total_bytes must be >= 0 (0 = no limit), not %d", c.Files.MaxTotalBytes)
+	}
+	if c.Files.OrphanTTL <= 0 || c.Files.SweepInterval <= 0 {
+		return fmt.Errorf("files.orphan_ttl and files.sweep_interval must be positive")
+	}
+	if c.Files.MaxImagePixels < 1 || c.Files.ThumbWorkers < 1 {
+		return fmt.Errorf("files.max_image_pixels and files.thumb_workers must be >= 1")
+	}
 	if c.Events.Capacity < 1 {
 		return fmt.Errorf("events.capacity must be >= 1, not %d", c.Events.Capacity)
 	}
 	return validateWebhooks(c.Webhooks)
+}
+
+// filesDir is where uploads live: files.dir, or a folder beside the
+// database named after it.
+func (c *Config) filesDir() string {
+	if c.Files.Dir != "" {
+		return c.Files.Dir
+	}
+	return c.DB + "-files"
 }

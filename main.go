@@ -150,6 +150,20 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		bus.Attach(svc)
 	}
 	health["sqlite"] = db.Ping
+	fileSvc, err := server.OpenFiles(ctx, db, server.FilesOptions{
+		Dir:            cfg.filesDir(),
+		MaxFileBytes:   cfg.Limits.MaxFileBytes,
+		MaxTotalBytes:  cfg.Files.MaxTotalBytes,
+		OrphanTTL:      cfg.Files.OrphanTTL,
+		SweepInterval:  cfg.Files.SweepInterval,
+		MaxImagePixels: cfg.Files.MaxImagePixels,
+		ThumbWorkers:   cfg.Files.ThumbWorkers,
+	}, metrics, log)
+	if err != nil {
+		svc.Close()
+		db.Close()
+		return err
+	}
 	srv := server.New(server.Config{
 		MaxRequestBytes: cfg.Limits.MaxRequestBytes,
 		MaxFrameBytes:   cfg.Limits.MaxFrameBytes,
@@ -157,10 +171,12 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		SessionQueue:    cfg.WebSocket.SessionQueue,
 		WriteTimeout:    cfg.WebSocket.WriteTimeout,
 		Pprof:           cfg.Debug.Pprof,
+		Files:           fileSvc,
 	}, svc, hub, metrics, web.Handler(), health, log)
 
 	l, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
+		fileSvc.Close()
 		svc.Close()
 		db.Close()
 		return err
@@ -189,6 +205,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	err = errors.Join(err, srv.Shutdown(shutdownCtx))
 	svc.Close()
 	hooks.Close()
+	fileSvc.Close()
 	err = errors.Join(err, db.Close())
 	return err
 }

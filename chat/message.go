@@ -16,6 +16,9 @@ type Message struct {
 	Kind        string `json:"kind"`
 	Body        string `json:"body"`
 	TS          int64  `json:"ts"`
+	// Attachments are the files a text message attaches, in the sender's
+	// order. On the way in (Append) only their ids are set.
+	Attachments []File `json:"attachments,omitempty"`
 
 	// Origin is the session that sent the message, so that it gets `sent`
 	// instead of `msg`. Empty for HTTP sends. Never stored.

@@ -14,6 +14,8 @@ type SendRequest struct {
 	ClientMsgID string
 	Body        string
 	Kind        string
+	// Attachments are ids of files the sender uploaded.
+	Attachments []string
 	// Origin is the sending session; empty for HTTP.
 	Origin string
 }
@@ -47,6 +49,7 @@ func (s *Service) Submit(ctx context.Context, from string, req SendRequest) Pend
 		ClientMsgID: req.ClientMsgID,
 		Kind:        req.Kind,
 		Body:        req.Body,
+		Attachments: attachmentIDs(req.Attachments),
 		Origin:      req.Origin,
 	})
 	return func() (Message, bool, error) {
@@ -75,8 +78,11 @@ func (s *Service) checkSend(ctx context.Context, from string, req *SendRequest) 
 	if req.Kind != KindText {
 		return nil, Errorf(EBadRequest, "kind must be %q", KindText)
 	}
-	if req.Body == "" {
-		return nil, Errorf(EBadRequest, "body is required")
+	if req.Body == "" && len(req.Attachments) == 0 {
+		return nil, Errorf(EBadRequest, "body is required (it may be empty only with attachments)")
+	}
+	if err := checkAttachments(req.Attachments); err != nil {
+		return nil, err
 	}
 	if len(req.Body) > s.cfg.MaxBodyBytes {
 		return nil, &Error{Code: ETooLarge, Message: "body is over the limit"}
@@ -169,4 +175,35 @@ func (s *Service) fanOut(ctx context.Context, msgs []Message) {
 	if len(ds) > 0 {
 		s.deliver.DeliverAll(ds)
 	}
+}
+
+// checkAttachments refuses what no store look-up is needed to refuse.
+func checkAttachments(ids []string) error {
+	if len(ids) > MaxAttachments {
+		return Errorf(EBadRequest, "at most %d attachments per message, not %d", MaxAttachments, len(ids))
+	}
+	for i, id := range ids {
+		if id == "" || len(id) > 64 || !utf8.ValidString(id) {
+			return Errorf(EBadRequest, "attachments[%d] is not a file id", i)
+		}
+		for _, prev := range ids[:i] {
+			if prev == id {
+				return Errorf(EBadRequest, "attachment %s is listed twice", id)
+			}
+		}
+	}
+	return nil
+}
+
+// attachmentIDs carries the attachment ids to the store, which replaces
+// them by the file objects.
+func attachmentIDs(ids []string) []File {
+	if len(ids) == 0 {
+		return nil
+	}
+	files := make([]File, len(ids))
+	for i, id := range ids {
+		files[i].ID = id
+	}
+	return files
 }

@@ -41,20 +41,24 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		ClientMsgID string  `json:"client_msg_id"`
-		Body        *string `json:"body"`
-		Kind        string  `json:"kind"`
+		ClientMsgID string   `json:"client_msg_id"`
+		Body        *string  `json:"body"`
+		Kind        string   `json:"kind"`
+		Attachments []string `json:"attachments"`
 	}
 	if err := s.decode(w, r, &body); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if body.Body == nil {
+	if body.Body == nil && len(body.Attachments) == 0 {
 		s.writeError(w, r, chat.Errorf(chat.EBadRequest, "body is required"))
 		return
 	}
+	if body.Body == nil {
+		body.Body = new(string)
+	}
 	m, dup, err := s.chat.Send(r.Context(), userOf(r).ID, chat.SendRequest{
-		Conv: r.PathValue("id"), ClientMsgID: body.ClientMsgID, Body: *body.Body, Kind: body.Kind,
+		Conv: r.PathValue("id"), ClientMsgID: body.ClientMsgID, Body: *body.Body, Kind: body.Kind, Attachments: body.Attachments,
 	})
 	if err != nil {
 		if chat.ErrorCode(err) == chat.ERateLimited {

@@ -31,6 +31,8 @@ func statusOf(code string) int {
 		return http.StatusTooManyRequests
 	case chat.EUnavailable:
 		return http.StatusServiceUnavailable
+	case chat.EInsufficientStorage:
+		return http.StatusInsufficientStorage
 	default:
 		return http.StatusInternalServerError
 	}

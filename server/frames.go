@@ -20,15 +20,16 @@ const (
 // clientFrame is any frame a client sends. Pointers tell a missing field
 // from a zero one.
 type clientFrame struct {
-	Type        string  `json:"type"`
-	Req         string  `json:"req"`
-	Conv        string  `json:"conv"`
-	ClientMsgID string  `json:"client_msg_id"`
-	Body        *string `json:"body"`
-	Kind        string  `json:"kind"`
-	Seq         *int64  `json:"seq"`
-	AfterSeq    *int64  `json:"after_seq"`
-	Limit       *int    `json:"limit"`
+	Type        string   `json:"type"`
+	Req         string   `json:"req"`
+	Conv        string   `json:"conv"`
+	ClientMsgID string   `json:"client_msg_id"`
+	Body        *string  `json:"body"`
+	Kind        string   `json:"kind"`
+	Seq         *int64   `json:"seq"`
+	AfterSeq    *int64   `json:"after_seq"`
+	Limit       *int     `json:"limit"`
+	Attachments []string `json:"attachments"`
 }
 
 // decodeFrame parses and checks a client frame, one JSON object. On error
@@ -71,7 +72,7 @@ func (f *clientFrame) check() error {
 		if err := need(f.ClientMsgID != "", "client_msg_id"); err != nil {
 			return err
 		}
-		return need(f.Body != nil, "body")
+		return need(f.Body != nil || len(f.Attachments) > 0, "body")
 	case frameAck, frameRead:
 		if err := need(f.Conv != "", "conv"); err != nil {
 			return err

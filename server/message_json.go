@@ -25,6 +25,12 @@ func appendMessage(b []byte, m *chat.Message) []byte {
 	b = appendString(b, m.Body)
 	b = append(b, `,"ts":`...)
 	b = strconv.AppendInt(b, m.TS, 10)
+	if len(m.Attachments) > 0 {
+		// Rare next to plain text: encoding/json is good enough.
+		a, _ := json.Marshal(m.Attachments)
+		b = append(b, `,"attachments":`...)
+		b = append(b, a...)
+	}
 	return append(b, '}')
 }
 

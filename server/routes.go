@@ -30,6 +30,10 @@ func (s *Server) routes() *http.ServeMux {
 	m.HandleFunc("POST /api/v1/conversations/{id}/messages", s.authed(s.handleSend))
 	m.HandleFunc("GET /api/v1/conversations/{id}/messages", s.authed(s.handleMessages))
 
+	m.HandleFunc("POST /api/v1/files", s.authed(s.handleUpload))
+	m.HandleFunc("GET /api/v1/files/{id}", s.handleFile)
+	m.HandleFunc("GET /api/v1/files/{id}/thumb", s.handleThumb)
+
 	m.HandleFunc("GET /api/v1/admin/storms", s.authed(s.handleStorms))
 
 	m.HandleFunc("GET /api/v1/ws", s.handleWS)

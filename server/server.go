@@ -25,6 +25,8 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Pprof serves net/http/pprof at /debug/pprof/.
 	Pprof bool
+	// Files serves uploads; nil turns the file routes off.
+	Files *Files
 }
 
 func (c *Config) setDefaults() {

@@ -166,8 +166,12 @@ func (s *session) handle(f *clientFrame) {
 		if !s.acquire() {
 			return
 		}
+		var body string
+		if f.Body != nil {
+			body = *f.Body
+		}
 		wait := s.srv.chat.Submit(ctx, s.user.ID, chat.SendRequest{
-			Conv: f.Conv, ClientMsgID: f.ClientMsgID, Body: *f.Body, Kind: f.Kind, Origin: s.id,
+			Conv: f.Conv, ClientMsgID: f.ClientMsgID, Body: body, Kind: f.Kind, Attachments: f.Attachments, Origin: s.id,
 		})
 		s.pipeline(pendingSend{req: f.Req, wait: wait})
 	case frameAck:

@@ -33,6 +33,26 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	m := j.msg
 	m.Seq = c.r.next
 	m.TS = nowMS()
+	var files []chat.File
+	if len(m.Attachments) > 0 {
+		var err error
+		if files, err = w.attachable(t, &m); err != nil {
+			var refusal *chat.Error
+			if !errors.As(err, &refusal) {
+				return err
+			}
+			// A retry is answered with the first result even when a
+			// fresh send would now be refused.
+			if dup, err := w.isStored(t, m); err != nil || dup {
+				if err != nil {
+					return err
+				}
+				return w.duplicate(t, j, m)
+			}
+			j.r = result{err: refusal}
+			return nil
+		}
+	}
 	// The unique index decides duplicates: one statement for the common
 	// case, a look-up only for a retry.
 	ins, err := t.stmt(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts) VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -53,6 +73,11 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 		return err
 	} else if n == 0 {
 		return w.duplicate(t, j, m)
+	}
+	if files != nil {
+		if err := w.linkFiles(t, &m, files); err != nil {
+			return err
+		}
 	}
 	c.r.next++
 	if c.max == 0 {
@@ -76,6 +101,10 @@ func (w *writer) duplicate(t *wtx, j *job, m chat.Message) error {
 	prev := m
 	prev.Origin = ""
 	if err := find.QueryRowContext(t.ctx, m.Conv, m.From, m.ClientMsgID).Scan(&prev.Seq, &prev.Kind, &prev.Body, &prev.TS); err != nil {
+		return err
+	}
+	prev.Attachments = nil
+	if err := w.storedFiles(t, &prev); err != nil {
 		return err
 	}
 	j.r = result{msg: prev, dup: true}
@@ -192,6 +221,9 @@ func (db *DB) Messages(ctx context.Context, conv, user string, q chat.PageQuery)
 		for i, j := 0, len(page.Messages)-1; i < j; i, j = i+1, j-1 {
 			page.Messages[i], page.Messages[j] = page.Messages[j], page.Messages[i]
 		}
+	}
+	if err := db.pageFiles(ctx, tx, conv, page.Messages); err != nil {
+		return chat.Page{}, err
 	}
 	return page, nil
 }

@@ -25,9 +25,10 @@ type writer struct {
 	// insertArgs is reused by every insert of a message.
 	insertArgs [7]driver.NamedValue
 
-	seqs seqSource
-	ckpt *checkpointer
-	opts Options
+	seqs  seqSource
+	ckpt  *checkpointer
+	opts  Options
+	links *linker // signs the attachments of messages it commits
 
 	jobs chan *job
 	mu   sync.RWMutex // guards closed against enqueue
