@@ -342,12 +342,19 @@ func (s *Store) SweepDisk(ctx context.Context, grace time.Duration) (int, error)
 		}
 	}
 	var old []string
+	var total, count int64
 	err := s.walkBlobs(func(_, sha string, info fs.FileInfo) error {
+		total += info.Size()
+		count++
 		if info.ModTime().Before(cutoff) {
 			old = append(old, sha)
 		}
 		return ctx.Err()
 	})
+	// The counters started from a walk too; what the process did not
+	// write (left by another) is counted from here on.
+	s.used.Store(total)
+	s.count.Store(count)
 	if err != nil {
 		return 0, err
 	}

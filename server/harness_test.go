@@ -37,6 +37,7 @@ type testConfig struct {
 	chat    chat.Config
 	server  server.Config
 	storage storage.Options
+	files   server.FilesOptions
 }
 
 // testServer is one running server and what is needed to restart it on the
@@ -46,9 +47,11 @@ type testServer struct {
 	cfg  testConfig
 	path string
 
-	URL  string // http://127.0.0.1:port
-	Host string // 127.0.0.1:port
-	svc  *chat.Service
+	URL   string // http://127.0.0.1:port
+	Host  string // 127.0.0.1:port
+	svc   *chat.Service
+	files *server.Files
+	db    *storage.DB
 
 	http *http.Client
 	logs *syncBuffer
@@ -103,16 +106,29 @@ func (ts *testServer) start() {
 		t.Fatalf("storage.Open: %v", err)
 	}
 	svc = chat.NewService(db, hub, ts.cfg.chat, log)
-	srv := server.New(ts.cfg.server, svc, hub, metrics, nil, map[string]server.Pinger{"sqlite": db.Ping}, log)
+	fopts := ts.cfg.files
+	if fopts.Dir == "" {
+		fopts.Dir = ts.path + "-files"
+	}
+	files, err := server.OpenFiles(ctx, db, fopts, metrics, log)
+	if err != nil {
+		svc.Close()
+		db.Close()
+		t.Fatalf("files: %v", err)
+	}
+	scfg := ts.cfg.server
+	scfg.Files = files
+	srv := server.New(scfg, svc, hub, metrics, nil, map[string]server.Pinger{"sqlite": db.Ping}, log)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		files.Close()
 		svc.Close()
 		db.Close()
 		t.Fatalf("listen: %v", err)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
-	ts.svc = svc
+	ts.svc, ts.files, ts.db = svc, files, db
 	ts.Host = l.Addr().String()
 	ts.URL = "http://" + ts.Host
 	var once sync.Once
@@ -129,6 +145,7 @@ func (ts *testServer) start() {
 				t.Errorf("serve: %v", err)
 			}
 			svc.Close()
+			files.Close()
 			if err := db.Close(); err != nil {
 				t.Errorf("closing the database: %v", err)
 			}
@@ -183,6 +200,7 @@ type (
 		Body        string `json:"body"`
 		TS          int64  `json:"ts"`
 	}
+
 	conversationJSON struct {
 		ID           string       `json:"id"`
 		Kind         string       `json:"kind"`
