@@ -25,10 +25,10 @@ func SanitizeName(name string) string {
 	var b strings.Builder
 	for _, r := range strings.ToValidUTF8(name, "") {
 		switch {
-		case r == utf8.RuneError, unicode.IsControl(r), isBidiControl(r), unicode.Is(unicode.Cf, r) && r != '\u200d':
-			continue // ZWJ stays: emoji sequences need it
 		case unicode.IsSpace(r):
 			b.WriteByte(' ')
+		case r == utf8.RuneError, unicode.IsControl(r), isBidiControl(r), unicode.Is(unicode.Cf, r) && r != '\u200d':
+			continue // ZWJ stays: emoji sequences need it
 		default:
 			b.WriteRune(r)
 		}
