@@ -38,7 +38,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(serveCommand(), userCommand(), versionCommand(), bench.Command())
+	root.AddCommand(serveCommand(), userCommand(), versionCommand(), backupCommand(), restoreCommand(), bench.Command())
 	return root
 }
 
