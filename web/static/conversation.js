@@ -3,6 +3,7 @@
 // only for messages a person can see.
 
 import { h, linkify } from './dom.js';
+import { attachmentsEl, PendingFiles } from './files.js';
 import { Coalescer } from './util.js';
 import { dayKey, dayLabel, formatFull, formatTime, hue, initials, plural } from './format.js';
 
@@ -126,6 +127,7 @@ export class ConversationView {
   }
 
   buildSkeleton() {
+    this.files?.clear();
     this.titleEl = h('h2', { class: 'chat-title', id: 'chat-title' });
     this.subtitleEl = h('p', { class: 'chat-subtitle', id: 'chat-subtitle' });
     this.stormEl = h('div', { class: 'storm-banner', id: 'storm-banner', role: 'status', hidden: true });
@@ -163,9 +165,13 @@ export class ConversationView {
       onInput: () => this.autosize(),
     });
     this.input.value = this.drafts.get(this.convId) ?? '';
+    this.files = new PendingFiles({ api: this.client.api, onError: (text) => this.client.emit('notice', text) });
     this.composerEl = h(
       'form',
       { class: 'composer', id: 'composer', onSubmit: (e) => this.onSubmit(e) },
+      this.files.listEl,
+      this.files.picker,
+      this.files.button,
       this.input,
       h('button', { type: 'submit', class: 'btn primary', id: 'send-btn' }, 'Send'),
       h('p', { class: 'sr-only', id: 'composer-hint' }, 'Enter sends, Shift+Enter starts a new line.'),
@@ -185,6 +191,7 @@ export class ConversationView {
       this.leftEl,
       this.composerEl,
     );
+    this.files.wire(this.input, this.root);
     this.autosize();
   }
 
@@ -369,7 +376,7 @@ export class ConversationView {
   }
 
   buildMessageEl(m, own, lastOwn) {
-    const children = [h('p', { class: 'msg-body' }, linkify(m.body ?? ''))];
+    const children = [h('p', { class: 'msg-body' }, linkify(m.body ?? '')), attachmentsEl(m.attachments)];
     const meta = h('span', { class: 'msg-meta' }, h('time', { datetime: new Date(m.ts).toISOString(), title: formatFull(m.ts) }, formatTime(m.ts)));
     let status = null;
     let receipt = null;
@@ -406,7 +413,7 @@ export class ConversationView {
     return h(
       'div',
       { class: `msg pending ${item.status}`, dataset: { cmid: item.cmid, status: item.status } },
-      h('div', { class: 'bubble' }, h('p', { class: 'msg-body' }, linkify(item.body)), meta),
+      h('div', { class: 'bubble' }, h('p', { class: 'msg-body' }, linkify(item.body)), attachmentsEl(item.files), meta),
     );
   }
 
@@ -545,8 +552,14 @@ export class ConversationView {
 
   submit() {
     const body = this.input.value.replace(/^\s*\n/, '').replace(/\s+$/, '');
-    if (!body.trim() || !this.convId) return;
-    this.client.outbox.send(this.convId, body);
+    if (this.files.uploading) {
+      this.client.emit('notice', 'Wait for the uploads to finish.');
+      return;
+    }
+    const files = this.files.ready();
+    if ((!body.trim() && !files.length) || !this.convId) return;
+    this.client.outbox.send(this.convId, body.trim() ? body : '', files);
+    this.files.clear();
     this.input.value = '';
     this.drafts.delete(this.convId);
     this.autosize();

@@ -3,6 +3,7 @@
 import { h } from './dom.js';
 import { Coalescer } from './util.js';
 import { hue, initials, listTime, preview } from './format.js';
+import { fileSummary } from './files.js';
 
 export class ConvList {
   constructor(client, users, { onNewDirect, onNewGroup }) {
@@ -146,7 +147,7 @@ export class ConvList {
           h(
             'span',
             { class: 'conv-bottom' },
-            h('span', { class: 'conv-preview' }, conv.left ? 'You left this conversation' : last ? who + preview(last.body) : ''),
+            h('span', { class: 'conv-preview' }, conv.left ? 'You left this conversation' : last ? who + preview(last.body || fileSummary(last)) : ''),
             unread
               ? h('span', { class: 'badge conv-unread', dataset: { unread: String(unread) } }, unread > 999 ? '999+' : String(unread))
               : null,

@@ -16,7 +16,7 @@ export class Outbox {
     this.byConv = new Map();
     this.storageKey = storageKey;
     for (const [cmid, saved] of Object.entries(this.loadSaved())) {
-      const item = { ...saved, cmid, status: 'failed', error: 'not sent yet.', network: true, rateRetries: 0 };
+      const item = { ...saved, cmid, files: saved.files ?? [], status: 'failed', error: 'not sent yet.', network: true, rateRetries: 0 };
       this.byConv.set(item.conv, [...this.list(item.conv), item]);
     }
   }
@@ -35,7 +35,7 @@ export class Outbox {
   save(item, keep) {
     if (!this.storageKey) return;
     const saved = this.loadSaved();
-    if (keep) saved[item.cmid] = { conv: item.conv, body: item.body, ts: item.ts };
+    if (keep) saved[item.cmid] = { conv: item.conv, body: item.body, files: item.files, ts: item.ts };
     else delete saved[item.cmid];
     try {
       if (Object.keys(saved).length) localStorage.setItem(this.storageKey, JSON.stringify(saved));
@@ -49,11 +49,13 @@ export class Outbox {
     return this.byConv.get(convId) ?? [];
   }
 
-  send(convId, body) {
+  // send queues a message; files are uploaded file objects to attach.
+  send(convId, body, files = []) {
     const item = {
       conv: convId,
       cmid: newClientMsgId(),
       body,
+      files,
       ts: Date.now(),
       status: 'sending',
       error: '',
@@ -110,12 +112,11 @@ export class Outbox {
     try {
       let res;
       if (client.socket.online) {
-        res = await client.socket.request(
-          { type: 'send', conv: item.conv, client_msg_id: item.cmid, body: item.body },
-          SEND_TIMEOUT_MS,
-        );
+        const frame = { type: 'send', conv: item.conv, client_msg_id: item.cmid, body: item.body };
+        if (item.files?.length) frame.attachments = item.files.map((f) => f.id);
+        res = await client.socket.request(frame, SEND_TIMEOUT_MS);
       } else {
-        res = await client.api.send(item.conv, item.cmid, item.body);
+        res = await client.api.send(item.conv, item.cmid, item.body, item.files?.map((f) => f.id));
       }
       client.ingest(item.conv, [res.message], true);
       // ingest resolves by client_msg_id; a duplicate answer carries the
