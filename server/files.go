@@ -19,6 +19,9 @@ type FileDB interface {
 	Setting(ctx context.Context, name string, generate func() []byte) ([]byte, error)
 	// SetFileLinker signs the file objects the store hands out.
 	SetFileLinker(chat.FileLinker)
+	// SetFilesFreed sets what removes contents whose last row a commit
+	// deleted.
+	SetFilesFreed(func(hashes []string))
 }
 
 // FilesOptions configure uploads.
@@ -95,6 +98,7 @@ func OpenFiles(ctx context.Context, db FileDB, opts FilesOptions, m *Metrics, lo
 		stop:        make(chan struct{}),
 	}
 	db.SetFileLinker(f.links)
+	db.SetFilesFreed(f.Release)
 	if m != nil {
 		m.Registry.MustRegister(f.uploads, f.uploadBytes,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "imserver_file_bytes", Help: "Bytes of file contents on disk (each content once)."},

@@ -24,14 +24,70 @@ func scanFile(row scanner) (chat.FileRecord, error) {
 	return f, err
 }
 
-// linker signs the URLs of the file objects the store hands out.
+// linker signs the URLs of the file objects the store hands out, and
+// hears of file contents that no row uses any more.
 type linker struct {
-	l atomic.Pointer[chat.FileLinker]
+	l     atomic.Pointer[chat.FileLinker]
+	freed atomic.Pointer[func([]string)]
 }
 
 // SetFileLinker makes every file object the store returns carry the links
 // l makes. Set it before messages flow.
 func (db *DB) SetFileLinker(l chat.FileLinker) { db.links.l.Store(&l) }
+
+// SetFilesFreed sets what removes file contents after a commit deleted
+// their last rows (a deleted message's attachments): it runs before the
+// deleting job is answered, so that an answered delete has erased the
+// bytes. A crash before it runs leaves bytes no row names, which the
+// files sweeper removes.
+func (db *DB) SetFilesFreed(f func(hashes []string)) { db.links.freed.Store(&f) }
+
+// eraseAttachments removes what the message (conv, seq) attaches: its
+// message_files rows and the rows of files no other message attaches
+// (their names are content too). The contents of those files are removed
+// after the commit (SetFilesFreed).
+func (w *writer) eraseAttachments(t *wtx, conv string, seq int64) error {
+	rows, err := t.QueryContext(t.ctx, `DELETE FROM message_files WHERE conv_id = ? AND seq = ? RETURNING file_id`, conv, seq)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		var sha string
+		err := t.QueryRowContext(t.ctx, `DELETE FROM files WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM message_files WHERE file_id = ?1) RETURNING sha256`, id).Scan(&sha)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // another message still attaches it
+		}
+		if err != nil {
+			return err
+		}
+		t.freed = append(t.freed, sha)
+	}
+	return nil
+}
+
+// filesFreed hands the contents a committed transaction freed to the
+// files store.
+func (w *writer) filesFreed(t *wtx) {
+	if len(t.freed) == 0 {
+		return
+	}
+	if f := w.links.freed.Load(); f != nil {
+		(*f)(t.freed)
+	}
+}
 
 func (db *DB) link(f *chat.File) {
 	if p := db.links.l.Load(); p != nil {

@@ -264,6 +264,7 @@ func (w *writer) run(batch []*job) []*job {
 	if len(t.committed) > 0 {
 		w.opts.OnCommit(t.committed)
 	}
+	w.filesFreed(t)
 	for _, j := range batch {
 		j.res <- j.r
 		j.conv, j.sender = nil, nil
