@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -131,23 +132,80 @@ func defaultConfig() Config {
 	return c
 }
 
-// loadConfig reads path over the defaults. Unknown keys are errors, so a
-// typo does not silently fall back to a default.
+// loadConfig is loadConfigFrom with the process's environment and no flags.
 func loadConfig(path string) (Config, error) {
+	return loadConfigFrom(path, os.Environ(), nil)
+}
+
+// loadConfigFrom builds the configuration; each layer overrides the one
+// before: defaults, the file (path, or $IMSERVER_CONFIG when path is empty),
+// the environment (config_env.go), then flags (key -> value). Unknown keys
+// are errors, so a typo does not silently fall back to a default. Keys no
+// layer set may then follow the ones that were (deriveDefaults).
+func loadConfigFrom(path string, env []string, flags map[string]string) (Config, error) {
 	c := defaultConfig()
+	set := map[string]bool{}
 	if path == "" {
-		return c, nil
+		for _, kv := range env {
+			if name, value, _ := strings.Cut(kv, "="); name == envConfigFile {
+				path = value
+			}
+		}
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return c, err
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && err.Error() != "EOF" {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+		var doc yaml.Node
+		if err := yaml.Unmarshal(b, &doc); err != nil {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+		yamlKeys(&doc, "", set)
+	}
+	if err := applyEnv(&c, env, set); err != nil {
 		return c, err
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && err.Error() != "EOF" {
-		return c, fmt.Errorf("config %s: %w", path, err)
+	for key, value := range flags {
+		if err := setKey(&c, key, value); err != nil {
+			return c, err
+		}
+		set[key] = true
 	}
+	c.deriveDefaults(set)
 	return c, c.validate()
+}
+
+// frameOverhead is room for a send frame's or request's fields around its
+// body; a limit below max_body_bytes + this can never carry a full body.
+const frameOverhead = 1024
+
+// deriveDefaults makes the keys nobody set follow the ones that were set, so
+// changing one key does not make its unchanged neighbour invalid.
+func (c *Config) deriveDefaults(set map[string]bool) {
+	if !set["storm.lower_mark"] {
+		c.Storm.LowerMark = max(1, c.Storm.Threshold/2)
+	}
+	// A raised body limit raises the frame and request limits with it (twice
+	// the body: JSON escaping of quotes and newlines doubles them); limits
+	// lowered below the default body lower the body limit to fit.
+	body := int64(c.Limits.MaxBodyBytes)
+	for _, k := range []struct {
+		key   string
+		limit *int64
+	}{{"limits.max_frame_bytes", &c.Limits.MaxFrameBytes}, {"limits.max_request_bytes", &c.Limits.MaxRequestBytes}} {
+		switch {
+		case !set[k.key] && set["limits.max_body_bytes"]:
+			*k.limit = max(*k.limit, 2*body+4*frameOverhead)
+		case set[k.key] && !set["limits.max_body_bytes"] && *k.limit < body+frameOverhead:
+			c.Limits.MaxBodyBytes = max(1, int(*k.limit-frameOverhead))
+		}
+	}
 }
 
 func (c *Config) validate() error {
@@ -159,9 +217,12 @@ func (c *Config) validate() error {
 	if c.Storm.Threshold < 0 {
 		return fmt.Errorf("storm.threshold must be >= 0 (0 turns storm mode off), not %d", c.Storm.Threshold)
 	}
+	if c.Storm.Threshold == 1 {
+		return fmt.Errorf("storm.threshold must be 0 (off) or at least 2, not 1 (the storm ends below storm.lower_mark, which is at least 1)")
+	}
 	if c.Storm.Threshold > 0 {
 		if c.Storm.LowerMark >= c.Storm.Threshold {
-			return fmt.Errorf("storm.lower_mark (%d) must be below storm.threshold (%d)", c.Storm.LowerMark, c.Storm.Threshold)
+			return fmt.Errorf("storm.lower_mark (%d) must be below storm.threshold (%d); leave lower_mark unset to follow the threshold (half of it)", c.Storm.LowerMark, c.Storm.Threshold)
 		}
 		if c.Storm.LowerMark < 1 {
 			return fmt.Errorf("storm.lower_mark must be >= 1, not %d", c.Storm.LowerMark)
@@ -181,6 +242,17 @@ func (c *Config) validate() error {
 	}
 	if c.Files.MaxImagePixels < 1 || c.Files.ThumbWorkers < 1 {
 		return fmt.Errorf("files.max_image_pixels and files.thumb_workers must be >= 1")
+	}
+	if c.Limits.MaxBodyBytes < 1 {
+		return fmt.Errorf("limits.max_body_bytes must be >= 1, not %d", c.Limits.MaxBodyBytes)
+	}
+	for _, l := range []struct {
+		key   string
+		limit int64
+	}{{"limits.max_frame_bytes", c.Limits.MaxFrameBytes}, {"limits.max_request_bytes", c.Limits.MaxRequestBytes}} {
+		if l.limit < int64(c.Limits.MaxBodyBytes)+frameOverhead {
+			return fmt.Errorf("%s (%d) leaves no room for a message of limits.max_body_bytes (%d): it must be at least max_body_bytes + %d; raise it or leave it unset to follow max_body_bytes", l.key, l.limit, c.Limits.MaxBodyBytes, frameOverhead)
+		}
 	}
 	if c.Events.Capacity < 1 {
 		return fmt.Errorf("events.capacity must be >= 1, not %d", c.Events.Capacity)

@@ -22,9 +22,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func main() {
 	if err := rootCommand().Execute(); err != nil {
 		os.Exit(1)
@@ -38,20 +35,8 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(serveCommand(), userCommand(), versionCommand(), backupCommand(), restoreCommand(), bench.Command())
+	root.AddCommand(serveCommand(), userCommand(), versionCommand(), healthcheckCommand(), backupCommand(), restoreCommand(), bench.Command())
 	return root
-}
-
-func versionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintln(cmd.OutOrStdout(), "imserver", version)
-			return nil
-		},
-	}
 }
 
 func serveCommand() *cobra.Command {
@@ -62,29 +47,31 @@ func serveCommand() *cobra.Command {
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(configPath)
+			cfg, err := loadConfigFrom(configPath, os.Environ(), changedFlags(cmd, map[string]string{"addr": addr, "db": db, "redis": redisURL}))
 			if err != nil {
 				return err
-			}
-			if cmd.Flags().Changed("addr") {
-				cfg.Addr = addr
-			}
-			if cmd.Flags().Changed("db") {
-				cfg.DB = db
-			}
-			if cmd.Flags().Changed("redis") {
-				cfg.Redis = redisURL
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return serve(ctx, cfg, cmd)
 		},
 	}
-	cmd.Flags().StringVar(&configPath, "config", "", "YAML configuration file")
+	cmd.Flags().StringVar(&configPath, "config", "", "YAML configuration file (default $IMSERVER_CONFIG)")
 	cmd.Flags().StringVar(&addr, "addr", "", "listen address (default 127.0.0.1:8080)")
 	cmd.Flags().StringVar(&db, "db", "", "SQLite database file (default imserver.db)")
 	cmd.Flags().StringVar(&redisURL, "redis", "", "redis://host:port/db; empty runs in process only")
 	return cmd
+}
+
+// changedFlags keeps the flags (named after their config keys) the command
+// line gave, which override the environment and the file.
+func changedFlags(cmd *cobra.Command, flags map[string]string) map[string]string {
+	for name := range flags {
+		if !cmd.Flags().Changed(name) {
+			delete(flags, name)
+		}
+	}
+	return flags
 }
 
 func newLogger(cfg Config) *slog.Logger {
@@ -150,6 +137,12 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		bus.Attach(svc)
 	}
 	health["sqlite"] = db.Ping
+	schema, err := db.SchemaVersion(ctx)
+	if err != nil {
+		svc.Close()
+		db.Close()
+		return err
+	}
 	fileSvc, err := server.OpenFiles(ctx, db, server.FilesOptions{
 		Dir:            cfg.filesDir(),
 		MaxFileBytes:   cfg.Limits.MaxFileBytes,
@@ -164,6 +157,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		db.Close()
 		return err
 	}
+	build := readBuildInfo()
 	srv := server.New(server.Config{
 		MaxRequestBytes: cfg.Limits.MaxRequestBytes,
 		MaxFrameBytes:   cfg.Limits.MaxFrameBytes,
@@ -172,6 +166,9 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		WriteTimeout:    cfg.WebSocket.WriteTimeout,
 		Pprof:           cfg.Debug.Pprof,
 		Files:           fileSvc,
+		Version:         build.Version,
+		Commit:          build.Commit,
+		Schema:          schema,
 	}, svc, hub, metrics, web.Handler(), health, log)
 
 	l, err := net.Listen("tcp", cfg.Addr)
@@ -181,13 +178,13 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		db.Close()
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on http://%s (database %s)\n", version, l.Addr(), cfg.DB)
+	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on http://%s (database %s, schema %d)\n", build.Version, l.Addr(), cfg.DB, schema)
 	hooks := server.NewWebhooks(events, webhooks(cfg), server.WebhookOptions{
 		Timeout:      cfg.Events.WebhookTimeout,
 		Attempts:     cfg.Events.WebhookAttempts,
 		BatchSize:    cfg.Events.BatchSize,
 		PollInterval: cfg.Events.PollInterval,
-		UserAgent:    "imserver/" + version,
+		UserAgent:    "imserver/" + build.Version,
 	}, metrics, log)
 	hooks.Start()
 	errc := make(chan error, 1)

@@ -7,39 +7,59 @@ import (
 	"time"
 )
 
+// route is one documented endpoint: every route of apiRoutes is described
+// in openapi.json, and a test fails when the two disagree.
+type route struct {
+	method, pattern string
+	handler         http.Handler
+}
+
+func (s *Server) apiRoutes() []route {
+	// public routes need no token; authed ones answer 401 without one.
+	public := func(f http.HandlerFunc) http.Handler { return f }
+	authed := func(f http.HandlerFunc) http.Handler { return s.authed(f) }
+	return []route{
+		{"POST", "/api/v1/auth/register", public(s.handleRegister)},
+		{"POST", "/api/v1/auth/login", public(s.handleLogin)},
+		{"POST", "/api/v1/auth/logout", authed(s.handleLogout)},
+		{"GET", "/api/v1/me", authed(s.handleMe)},
+		{"GET", "/api/v1/users", authed(s.handleUsers)},
+
+		{"GET", "/api/v1/sequences", authed(s.handleSequences)},
+		{"GET", "/api/v1/conversations", authed(s.handleChanges)},
+		{"POST", "/api/v1/conversations/direct", authed(s.handleDirect)},
+		{"POST", "/api/v1/groups", authed(s.handleGroup)},
+		{"GET", "/api/v1/conversations/{id}", authed(s.handleConversation)},
+		{"GET", "/api/v1/conversations/{id}/members", authed(s.handleMembers)},
+		{"POST", "/api/v1/conversations/{id}/members", authed(s.handleAddMembers)},
+		{"DELETE", "/api/v1/conversations/{id}/members/{user_id}", authed(s.handleKick)},
+		{"POST", "/api/v1/conversations/{id}/leave", authed(s.handleLeave)},
+		{"POST", "/api/v1/conversations/{id}/clear", authed(s.handleClear)},
+		{"POST", "/api/v1/conversations/{id}/ack", authed(s.handleAck)},
+		{"POST", "/api/v1/conversations/{id}/read", authed(s.handleRead)},
+		{"POST", "/api/v1/conversations/{id}/messages", authed(s.handleSend)},
+		{"GET", "/api/v1/conversations/{id}/messages", authed(s.handleMessages)},
+
+		{"POST", "/api/v1/files", authed(s.handleUpload)},
+		// Files take the token or a signed link (for <img>): fileOf checks.
+		{"GET", "/api/v1/files/{id}", public(s.handleFile)},
+		{"GET", "/api/v1/files/{id}/thumb", public(s.handleThumb)},
+
+		{"GET", "/api/v1/admin/storms", authed(s.handleStorms)},
+
+		{"GET", "/api/v1/ws", public(s.handleWS)},
+		{"GET", "/api/v1/openapi.json", public(serveOpenAPI)},
+		{"GET", "/healthz", public(s.handleHealth)},
+		{"GET", "/metrics", s.metrics.Handler()},
+	}
+}
+
 func (s *Server) routes() *http.ServeMux {
 	m := http.NewServeMux()
-	m.HandleFunc("POST /api/v1/auth/register", s.handleRegister)
-	m.HandleFunc("POST /api/v1/auth/login", s.handleLogin)
-	m.HandleFunc("POST /api/v1/auth/logout", s.authed(s.handleLogout))
-	m.HandleFunc("GET /api/v1/me", s.authed(s.handleMe))
-	m.HandleFunc("GET /api/v1/users", s.authed(s.handleUsers))
-
-	m.HandleFunc("GET /api/v1/sequences", s.authed(s.handleSequences))
-	m.HandleFunc("GET /api/v1/conversations", s.authed(s.handleChanges))
-	m.HandleFunc("POST /api/v1/conversations/direct", s.authed(s.handleDirect))
-	m.HandleFunc("POST /api/v1/groups", s.authed(s.handleGroup))
-	m.HandleFunc("GET /api/v1/conversations/{id}", s.authed(s.handleConversation))
-	m.HandleFunc("GET /api/v1/conversations/{id}/members", s.authed(s.handleMembers))
-	m.HandleFunc("POST /api/v1/conversations/{id}/members", s.authed(s.handleAddMembers))
-	m.HandleFunc("DELETE /api/v1/conversations/{id}/members/{user_id}", s.authed(s.handleKick))
-	m.HandleFunc("POST /api/v1/conversations/{id}/leave", s.authed(s.handleLeave))
-	m.HandleFunc("POST /api/v1/conversations/{id}/clear", s.authed(s.handleClear))
-	m.HandleFunc("POST /api/v1/conversations/{id}/ack", s.authed(s.handleAck))
-	m.HandleFunc("POST /api/v1/conversations/{id}/read", s.authed(s.handleRead))
-	m.HandleFunc("POST /api/v1/conversations/{id}/messages", s.authed(s.handleSend))
-	m.HandleFunc("GET /api/v1/conversations/{id}/messages", s.authed(s.handleMessages))
-
-	m.HandleFunc("POST /api/v1/files", s.authed(s.handleUpload))
-	m.HandleFunc("GET /api/v1/files/{id}", s.handleFile)
-	m.HandleFunc("GET /api/v1/files/{id}/thumb", s.handleThumb)
-
-	m.HandleFunc("GET /api/v1/admin/storms", s.authed(s.handleStorms))
-
-	m.HandleFunc("GET /api/v1/ws", s.handleWS)
+	for _, r := range s.apiRoutes() {
+		m.Handle(r.method+" "+r.pattern, r.handler)
+	}
 	m.HandleFunc("/api/", s.handleUnknownAPI)
-	m.HandleFunc("GET /healthz", s.handleHealth)
-	m.Handle("GET /metrics", s.metrics.Handler())
 	if s.cfg.Pprof {
 		m.HandleFunc("/debug/pprof/", pprof.Index)
 		m.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -71,5 +91,6 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if !healthy {
 		code = http.StatusServiceUnavailable
 	}
-	writeJSON(w, code, map[string]any{"status": status, "checks": checks})
+	writeJSON(w, code, map[string]any{"status": status, "checks": checks,
+		"version": s.cfg.Version, "commit": s.cfg.Commit, "schema": s.cfg.Schema})
 }

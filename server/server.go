@@ -27,6 +27,10 @@ type Config struct {
 	Pprof bool
 	// Files serves uploads; nil turns the file routes off.
 	Files *Files
+	// Version, Commit and Schema (the database's newest applied migration)
+	// are reported by /healthz.
+	Version, Commit string
+	Schema          int
 }
 
 func (c *Config) setDefaults() {

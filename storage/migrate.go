@@ -14,33 +14,89 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
+// SchemaTooNewError refuses a database that a newer imserver migrated: this
+// binary does not know its tables and could damage them.
+type SchemaTooNewError struct {
+	Schema int // newest migration applied to the database
+	Known  int // newest migration this binary embeds
+}
+
+func (e *SchemaTooNewError) Error() string {
+	return fmt.Sprintf("database schema %d is newer than this imserver (knows up to %d); upgrade imserver", e.Schema, e.Known)
+}
+
+// embeddedMigrations lists the embedded migrations by number, in order.
+func embeddedMigrations() ([]int, []string, error) {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Strings(names)
+	versions := make([]int, len(names))
+	for i, name := range names {
+		base := strings.TrimPrefix(name, "migrations/")
+		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return nil, nil, fmt.Errorf("migration %s: name must start with a number", base)
+		}
+		versions[i] = v
+	}
+	return versions, names, nil
+}
+
+// KnownSchema is the newest migration this binary embeds.
+func KnownSchema() int {
+	versions, _, err := embeddedMigrations()
+	if err != nil || len(versions) == 0 {
+		return 0
+	}
+	return versions[len(versions)-1]
+}
+
 // migrate applies the embedded migrations not yet recorded, each in its own
-// transaction, in file-name order (NNNN_name.sql).
+// transaction, in file-name order (NNNN_name.sql). A database already past
+// the newest of them is refused with *SchemaTooNewError.
 func migrate(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("migrations table: %w", err)
 	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	versions, names, err := embeddedMigrations()
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	for _, name := range names {
+	current, err := schemaVersion(ctx, db)
+	if err != nil {
+		return err
+	}
+	if known := KnownSchema(); current > known {
+		return &SchemaTooNewError{Schema: current, Known: known}
+	}
+	for i, name := range names {
 		base := strings.TrimPrefix(name, "migrations/")
-		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: name must start with a number", base)
-		}
 		body, err := migrations.ReadFile(name)
 		if err != nil {
 			return err
 		}
-		if err := applyMigration(ctx, db, v, base, string(body)); err != nil {
+		if err := applyMigration(ctx, db, versions[i], base, string(body)); err != nil {
 			return fmt.Errorf("migration %s: %w", base, err)
 		}
 	}
 	return nil
+}
+
+// schemaVersion is the newest migration applied to the database (0: none).
+func schemaVersion(ctx context.Context, q queryRower) (int, error) {
+	var v sql.NullInt64
+	if err := q.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("schema version: %w", err)
+	}
+	return int(v.Int64), nil
+}
+
+// SchemaVersion is the newest migration applied to the database.
+func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
+	return schemaVersion(ctx, db.readers)
 }
 
 func applyMigration(ctx context.Context, db *sql.DB, version int, name, body string) error {
