@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"os"
@@ -29,7 +30,7 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := files.SanitizeName(r.URL.Query().Get("name"))
-	u, err := f.blobs.Write(r.Body, limit)
+	u, err := f.blobs.Write(idleBody{r.Body, http.NewResponseController(w)}, limit)
 	if err != nil {
 		switch {
 		case errors.Is(err, files.ErrTooLarge):
@@ -131,7 +132,7 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) {
 	h.Set("ETag", `"`+rec.SHA256+`"`)
 	h.Set("Content-Type", servedType(rec.Mime, inline))
 	h.Set("Content-Disposition", disposition(inline, rec.Name))
-	http.ServeContent(w, r, "", time.UnixMilli(rec.CreatedAt), fh)
+	http.ServeContent(w, r, "", time.UnixMilli(rec.CreatedAt), idleFile{fh, http.NewResponseController(w)})
 }
 
 func (s *Server) handleThumb(w http.ResponseWriter, r *http.Request) {
@@ -234,3 +235,34 @@ func rfc5987(s string) string {
 	}
 	return b.String()
 }
+
+// fileIdleTimeout bounds how long a file's transfer may stall. A whole
+// request's deadline would cut a 25 MiB upload from a slow uplink that is
+// still making progress; each read (of the body) or write (of the file)
+// moves the deadline instead, so only a transfer that stops is cut.
+const fileIdleTimeout = 30 * time.Second
+
+// idleBody is an upload's body whose read deadline follows its progress.
+type idleBody struct {
+	r  io.Reader
+	rc *http.ResponseController
+}
+
+func (b idleBody) Read(p []byte) (int, error) {
+	b.rc.SetReadDeadline(time.Now().Add(fileIdleTimeout))
+	return b.r.Read(p)
+}
+
+// idleFile is a file being served: ServeContent writes what it reads, so
+// each read moves the write deadline.
+type idleFile struct {
+	f  *os.File
+	rc *http.ResponseController
+}
+
+func (f idleFile) Read(p []byte) (int, error) {
+	f.rc.SetWriteDeadline(time.Now().Add(fileIdleTimeout))
+	return f.f.Read(p)
+}
+
+func (f idleFile) Seek(offset int64, whence int) (int64, error) { return f.f.Seek(offset, whence) }
