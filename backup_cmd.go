@@ -33,7 +33,7 @@ func (d *dataFlags) options(cmd *cobra.Command) (backup.Options, error) {
 	if cmd.Flags().Changed("files-dir") {
 		cfg.Files.Dir = d.filesDir
 	}
-	o := backup.Options{DB: cfg.DB, FilesDir: cfg.filesDir(), Version: version}
+	o := backup.Options{DB: cfg.DB, FilesDir: cfg.filesDir(), Version: readBuildInfo().Version}
 	// Progress only where someone watches it, never into a log.
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		o.Progress = cmd.ErrOrStderr()
