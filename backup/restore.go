@@ -173,8 +173,8 @@ func check(m Manifest, got map[string]Entry) error {
 	if m.Format != manifestFormat {
 		return fmt.Errorf("backup format %d: this imserver reads format %d", m.Format, manifestFormat)
 	}
-	if m.Schema > storage.SchemaVersion() {
-		return fmt.Errorf("the backup's schema version is %d, newer than this imserver's (%d): restore it with imserver %s or later", m.Schema, storage.SchemaVersion(), m.Version)
+	if m.Schema > storage.KnownSchema() {
+		return fmt.Errorf("the backup's schema version is %d, newer than this imserver's (%d): restore it with imserver %s or later", m.Schema, storage.KnownSchema(), m.Version)
 	}
 	listed := map[string]bool{}
 	for _, e := range m.Entries {

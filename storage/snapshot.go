@@ -5,23 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
-	"strconv"
 	"strings"
 )
-
-// SchemaVersion is the highest migration this build knows.
-func SchemaVersion() int {
-	names, _ := fs.Glob(migrations, "migrations/*.sql")
-	v := 0
-	for _, n := range names {
-		if x, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(n, "migrations/"), "_", 2)[0]); err == nil && x > v {
-			v = x
-		}
-	}
-	return v
-}
 
 // Snapshot writes a consistent copy of the database at path to dst (which
 // must not exist) with VACUUM INTO, on a connection of its own: a running
