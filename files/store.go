@@ -60,6 +60,10 @@ type Store struct {
 	used  atomic.Int64 // bytes of the blobs on disk
 	count atomic.Int64 // blobs on disk
 	locks [64]sync.Mutex
+	// pending counts the uploads of each hash whose row is being
+	// written: their bytes must stay.
+	pmu     sync.Mutex
+	pending map[string]int
 }
 
 // Open opens (creating if needed) the store at dir. maxTotal bounds the
@@ -68,7 +72,7 @@ func Open(dir string, maxTotal int64, refs Refs) (*Store, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o750); err != nil {
 		return nil, fmt.Errorf("files directory: %w", err)
 	}
-	s := &Store{dir: dir, refs: refs, maxTotal: maxTotal}
+	s := &Store{dir: dir, refs: refs, maxTotal: maxTotal, pending: map[string]int{}}
 	err := s.walkBlobs(func(_ string, _ string, info fs.FileInfo) error {
 		s.used.Add(info.Size())
 		s.count.Add(1)
@@ -207,41 +211,70 @@ func (s *Store) Discard(u *Upload) {
 }
 
 // Keep moves the upload to its hash's place (or drops it when the same
-// bytes are already there) and runs record, which stores its row, while
-// no removal of those bytes can run. If record fails, bytes that no row
-// uses are removed again.
+// bytes are already there) and runs record, which stores its row. While
+// record runs the bytes are marked pending, and no removal of them
+// happens: the lock is not held across record, because record waits for
+// the database's writer, and the writer itself removes freed contents
+// (Release) after its commits. If record fails, bytes that no row uses are
+// removed again.
 func (s *Store) Keep(ctx context.Context, u *Upload, record func() error) error {
+	defer s.Discard(u)
 	mu := s.lock(u.SHA256)
 	mu.Lock()
-	defer mu.Unlock()
-	defer s.Discard(u)
-	final := s.Path(u.SHA256)
-	created := false
-	if _, err := os.Stat(final); errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(filepath.Dir(final), 0o750); err != nil {
-			return err
-		}
-		if err := os.Rename(u.tmp, final); err != nil {
-			return err
-		}
-		u.tmp = ""
-		syncDir(filepath.Dir(final))
-		created = true
-		s.used.Add(u.Size)
-		s.count.Add(1)
-	} else if err != nil {
+	err := s.place(u)
+	if err == nil {
+		s.addPending(u.SHA256, 1)
+	}
+	mu.Unlock()
+	if err != nil {
 		return err
-	} else {
-		// Touched so that the sweeper's grace period counts from now.
+	}
+	rerr := record()
+	mu.Lock()
+	defer mu.Unlock()
+	s.addPending(u.SHA256, -1)
+	if rerr != nil {
+		s.releaseLocked(context.WithoutCancel(ctx), u.SHA256)
+	}
+	return rerr
+}
+
+func (s *Store) addPending(sha string, d int) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	if s.pending[sha] += d; s.pending[sha] <= 0 {
+		delete(s.pending, sha)
+	}
+}
+
+func (s *Store) isPending(sha string) bool {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return s.pending[sha] > 0
+}
+
+// place renames the upload to its hash's path, or touches the bytes
+// already there (so that the sweeper's grace period counts from now).
+// Called with the hash's lock held.
+func (s *Store) place(u *Upload) error {
+	final := s.Path(u.SHA256)
+	if _, err := os.Stat(final); err == nil {
 		now := time.Now()
 		os.Chtimes(final, now, now)
-	}
-	if err := record(); err != nil {
-		if created {
-			s.releaseLocked(ctx, u.SHA256)
-		}
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	if err := os.MkdirAll(filepath.Dir(final), 0o750); err != nil {
+		return err
+	}
+	if err := os.Rename(u.tmp, final); err != nil {
+		return err
+	}
+	u.tmp = ""
+	syncDir(filepath.Dir(final))
+	s.used.Add(u.Size)
+	s.count.Add(1)
 	return nil
 }
 
@@ -278,6 +311,9 @@ func (s *Store) Release(ctx context.Context, hashes ...string) error {
 }
 
 func (s *Store) releaseLocked(ctx context.Context, sha string) error {
+	if s.isPending(sha) {
+		return nil // an upload of the same bytes is recording its row
+	}
 	n, err := s.refs(ctx, sha)
 	if err != nil || n > 0 {
 		return err
@@ -376,5 +412,33 @@ func (s *Store) SweepDisk(ctx context.Context, grace time.Duration) (int, error)
 			return removed, err
 		}
 	}
+	s.sweepThumbs(cutoff)
 	return removed, nil
+}
+
+// sweepThumbs removes old thumbnails whose bytes are gone (one made while
+// its file was being removed).
+func (s *Store) sweepThumbs(cutoff time.Time) {
+	subs, _ := os.ReadDir(s.dir)
+	for _, sub := range subs {
+		if !sub.IsDir() || len(sub.Name()) != 2 {
+			continue
+		}
+		dir := filepath.Join(s.dir, sub.Name())
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			for _, ext := range thumbExts {
+				base, ok := strings.CutSuffix(e.Name(), ext)
+				if !ok || !ValidHash(base) {
+					continue
+				}
+				if _, err := os.Stat(filepath.Join(dir, base)); !errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				if info, err := e.Info(); err == nil && info.ModTime().Before(cutoff) {
+					os.Remove(filepath.Join(dir, e.Name()))
+				}
+			}
+		}
+	}
 }

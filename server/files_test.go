@@ -161,10 +161,12 @@ func TestFileDedupAndSweep(t *testing.T) {
 	kept := alice.uploadFile(t, "kept.txt", "text/plain", []byte("attached"))
 	alice.sendFiles(t, conv.ID, "k", "", kept.ID).want(t, http.StatusCreated)
 
-	// Leftovers of a crash: bytes no row names, an upload's temp file.
+	// Leftovers of a crash: bytes no row names, an upload's temp file, a
+	// thumbnail of removed bytes.
 	stray := filepath.Join(dir, "ab", "ab"+strings.Repeat("0", 62))
 	tmp := filepath.Join(dir, "tmp", "upload-stray")
-	for _, p := range []string{stray, tmp} {
+	thumb := filepath.Join(dir, "cd", "cd"+strings.Repeat("0", 62)+".thumb.png")
+	for _, p := range []string{stray, tmp, thumb} {
 		os.MkdirAll(filepath.Dir(p), 0o750)
 		if err := os.WriteFile(p, []byte("left over"), 0o640); err != nil {
 			t.Fatal(err)
@@ -181,7 +183,7 @@ func TestFileDedupAndSweep(t *testing.T) {
 	if n := countBlobs(t, dir); n != 1 {
 		t.Fatalf("%d blobs on disk after the sweep, want 1 (the attached file)", n)
 	}
-	for _, p := range []string{stray, tmp} {
+	for _, p := range []string{stray, tmp, thumb} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s survived the sweep: %v", p, err)
 		}
