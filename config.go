@@ -60,6 +60,7 @@ type Config struct {
 		AllowedOrigins []string      `yaml:"allowed_origins"`
 		SessionQueue   int           `yaml:"session_queue"`
 		WriteTimeout   time.Duration `yaml:"write_timeout"`
+		PresenceGrace  time.Duration `yaml:"presence_grace"`
 	} `yaml:"websocket"`
 	Chat struct {
 		AckFlushInterval time.Duration `yaml:"ack_flush_interval"`
@@ -119,6 +120,7 @@ func defaultConfig() Config {
 	c.SQLite.BatchSize = 1000
 	c.WebSocket.SessionQueue = 512
 	c.WebSocket.WriteTimeout = 10 * time.Second
+	c.WebSocket.PresenceGrace = 5 * time.Second
 	c.Chat.AckFlushInterval = 200 * time.Millisecond
 	c.Chat.ReceiptInterval = time.Second
 	c.Log.Level = "info"
@@ -242,6 +244,9 @@ func (c *Config) validate() error {
 	}
 	if c.Files.MaxImagePixels < 1 || c.Files.ThumbWorkers < 1 {
 		return fmt.Errorf("files.max_image_pixels and files.thumb_workers must be >= 1")
+	}
+	if c.WebSocket.PresenceGrace <= 0 || c.WebSocket.PresenceGrace > 5*time.Second {
+		return fmt.Errorf("websocket.presence_grace must be above 0 and at most 5s, not %s", c.WebSocket.PresenceGrace)
 	}
 	if c.Limits.MaxBodyBytes < 1 {
 		return fmt.Errorf("limits.max_body_bytes must be >= 1, not %d", c.Limits.MaxBodyBytes)

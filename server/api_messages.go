@@ -44,22 +44,22 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		ClientMsgID string   `json:"client_msg_id"`
 		Body        *string  `json:"body"`
 		Kind        string   `json:"kind"`
+		Target      *int64   `json:"target"`
+		Emoji       string   `json:"emoji"`
+		On          *bool    `json:"on"`
+		ReplyTo     *int64   `json:"reply_to"`
 		Attachments []string `json:"attachments"`
 	}
 	if err := s.decode(w, r, &body); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if body.Body == nil && len(body.Attachments) == 0 {
+	if body.Body == nil && !bodyOptional(body.Kind) && len(body.Attachments) == 0 {
 		s.writeError(w, r, chat.Errorf(chat.EBadRequest, "body is required"))
 		return
 	}
-	if body.Body == nil {
-		body.Body = new(string)
-	}
-	m, dup, err := s.chat.Send(r.Context(), userOf(r).ID, chat.SendRequest{
-		Conv: r.PathValue("id"), ClientMsgID: body.ClientMsgID, Body: *body.Body, Kind: body.Kind, Attachments: body.Attachments,
-	})
+	m, dup, err := s.chat.Send(r.Context(), userOf(r).ID,
+		sendRequest(r.PathValue("id"), body.ClientMsgID, body.Body, body.Kind, body.Target, body.Emoji, body.On, body.ReplyTo, body.Attachments))
 	if err != nil {
 		if chat.ErrorCode(err) == chat.ERateLimited {
 			s.metrics.RateLimited.Inc()

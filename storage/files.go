@@ -46,7 +46,7 @@ func (db *DB) SetFilesFreed(f func(hashes []string)) { db.links.freed.Store(&f) 
 // message_files rows and the rows of files no other message attaches
 // (their names are content too). The contents of those files are removed
 // after the commit (SetFilesFreed).
-func (w *writer) eraseAttachments(t *wtx, conv string, seq int64) error {
+func eraseAttachments(t *wtx, conv string, seq int64) error {
 	rows, err := t.QueryContext(t.ctx, `DELETE FROM message_files WHERE conv_id = ? AND seq = ? RETURNING file_id`, conv, seq)
 	if err != nil {
 		return err
@@ -223,17 +223,6 @@ func (w *writer) link(f *chat.File) {
 	if p := w.links.l.Load(); p != nil {
 		(*p).Link(f)
 	}
-}
-
-// isStored tells whether m's (conv, sender, client_msg_id) is stored.
-func (w *writer) isStored(t *wtx, m chat.Message) (bool, error) {
-	find, err := t.stmt(`SELECT COUNT(*) FROM messages WHERE conv_id = ? AND sender_id = ? AND client_msg_id = ?`)
-	if err != nil {
-		return false, err
-	}
-	var n int
-	err = find.QueryRowContext(t.ctx, m.Conv, m.From, m.ClientMsgID).Scan(&n)
-	return n > 0, err
 }
 
 // storedFiles sets the attachments of the stored message m.

@@ -56,7 +56,7 @@ func TestEraseAttachments(t *testing.T) {
 	if _, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "bob", ClientMsgID: "b", Kind: chat.KindText, Attachments: []chat.File{{ID: "f1"}}})(); chat.ErrorCode(err) != chat.ENotFound {
 		t.Fatalf("attaching another's file: %v", err)
 	}
-	if err := db.w.exec(ctx, func(t *wtx) error { return db.w.eraseAttachments(t, m1.Conv, m1.Seq) }); err != nil {
+	if err := db.w.exec(ctx, func(t *wtx) error { return eraseAttachments(t, m1.Conv, m1.Seq) }); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(freed, []string{"aa"}) {
