@@ -35,7 +35,7 @@ export class Outbox {
   save(item, keep) {
     if (!this.storageKey) return;
     const saved = this.loadSaved();
-    if (keep) saved[item.cmid] = { conv: item.conv, body: item.body, files: item.files, ts: item.ts };
+    if (keep) saved[item.cmid] = { conv: item.conv, body: item.body, ts: item.ts, extra: item.extra, files: item.files };
     else delete saved[item.cmid];
     try {
       if (Object.keys(saved).length) localStorage.setItem(this.storageKey, JSON.stringify(saved));
@@ -49,12 +49,14 @@ export class Outbox {
     return this.byConv.get(convId) ?? [];
   }
 
-  // send queues a message; files are uploaded file objects to attach.
-  send(convId, body, files = []) {
+  // extra carries the v1.1 fields of a text message (reply_to,
+  // attachments: ids); files are the attached file objects, to show it.
+  send(convId, body, extra, files = []) {
     const item = {
       conv: convId,
       cmid: newClientMsgId(),
       body,
+      extra: extra && Object.keys(extra).length ? extra : undefined,
       files,
       ts: Date.now(),
       status: 'sending',
@@ -112,11 +114,12 @@ export class Outbox {
     try {
       let res;
       if (client.socket.online) {
-        const frame = { type: 'send', conv: item.conv, client_msg_id: item.cmid, body: item.body };
-        if (item.files?.length) frame.attachments = item.files.map((f) => f.id);
-        res = await client.socket.request(frame, SEND_TIMEOUT_MS);
+        res = await client.socket.request(
+          { ...item.extra, type: 'send', conv: item.conv, client_msg_id: item.cmid, body: item.body },
+          SEND_TIMEOUT_MS,
+        );
       } else {
-        res = await client.api.send(item.conv, item.cmid, item.body, item.files?.map((f) => f.id));
+        res = await client.api.send(item.conv, item.cmid, item.body, item.extra);
       }
       client.ingest(item.conv, [res.message], true);
       // ingest resolves by client_msg_id; a duplicate answer carries the
