@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -25,7 +26,17 @@ type Config struct {
 	Auth struct {
 		Registration string   `yaml:"registration"`
 		Admins       []string `yaml:"admins"`
+		// TokenIdle ends a session unused this long; TokenMaxAge one this
+		// old (0 = never).
+		TokenIdle   time.Duration `yaml:"token_idle"`
+		TokenMaxAge time.Duration `yaml:"token_max_age"`
 	} `yaml:"auth"`
+	HTTP struct {
+		// ReadTimeout bounds an API request's body, WriteTimeout its
+		// answer (per request: WebSockets keep their own deadlines).
+		ReadTimeout  time.Duration `yaml:"read_timeout"`
+		WriteTimeout time.Duration `yaml:"write_timeout"`
+	} `yaml:"http"`
 	Storm struct {
 		Window        time.Duration `yaml:"window"`
 		Threshold     int           `yaml:"threshold"`
@@ -61,6 +72,8 @@ type Config struct {
 		SessionQueue   int           `yaml:"session_queue"`
 		WriteTimeout   time.Duration `yaml:"write_timeout"`
 		PresenceGrace  time.Duration `yaml:"presence_grace"`
+		// MaxSessionsPerUser bounds one user's open sockets per process.
+		MaxSessionsPerUser int `yaml:"max_sessions_per_user"`
 	} `yaml:"websocket"`
 	Chat struct {
 		AckFlushInterval time.Duration `yaml:"ack_flush_interval"`
@@ -100,6 +113,10 @@ func defaultConfig() Config {
 	c.Seq.GroupBlock = 100
 	c.Seq.DirectBlock = 50
 	c.Auth.Registration = "open"
+	c.Auth.TokenIdle = 720 * time.Hour
+	c.HTTP.ReadTimeout = 30 * time.Second
+	c.HTTP.WriteTimeout = 30 * time.Second
+	c.WebSocket.MaxSessionsPerUser = 32
 	c.Storm.Window = 60 * time.Second
 	c.Storm.Threshold = 100
 	c.Storm.LowerMark = 50
@@ -245,6 +262,12 @@ func (c *Config) validate() error {
 	if c.Files.MaxImagePixels < 1 || c.Files.ThumbWorkers < 1 {
 		return fmt.Errorf("files.max_image_pixels and files.thumb_workers must be >= 1")
 	}
+	if err := negativeDurations(reflect.ValueOf(*c), ""); err != nil {
+		return err
+	}
+	if c.WebSocket.MaxSessionsPerUser < 1 {
+		return fmt.Errorf("websocket.max_sessions_per_user must be >= 1, not %d", c.WebSocket.MaxSessionsPerUser)
+	}
 	if c.WebSocket.PresenceGrace <= 0 || c.WebSocket.PresenceGrace > 5*time.Second {
 		return fmt.Errorf("websocket.presence_grace must be above 0 and at most 5s, not %s", c.WebSocket.PresenceGrace)
 	}
@@ -272,4 +295,31 @@ func (c *Config) filesDir() string {
 		return c.Files.Dir
 	}
 	return c.DB + "-files"
+}
+
+// negativeDurations finds a negative duration anywhere in the configuration
+// and names its key: none of them means anything below zero, and a silent
+// fallback to a default would hide the typo.
+func negativeDurations(v reflect.Value, prefix string) error {
+	if v.Kind() != reflect.Struct {
+		return nil
+	}
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		key := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if prefix != "" {
+			key = prefix + "." + key
+		}
+		fv := v.Field(i)
+		if d, ok := fv.Interface().(time.Duration); ok {
+			if d < 0 {
+				return fmt.Errorf("%s must not be negative, not %s", key, d)
+			}
+			continue
+		}
+		if err := negativeDurations(fv, key); err != nil {
+			return err
+		}
+	}
+	return nil
 }

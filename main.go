@@ -120,6 +120,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		Readers:     cfg.SQLite.Readers,
 		OnCommit:    func(m []chat.Message) { svc.Committed(m) },
 		Metrics:     metrics,
+		Logger:      log,
 		Redis:       rdb,
 		RedisPrefix: cfg.RedisPrefix,
 		RedisAlloc:  seq.RedisAllocOptions{GroupBlock: cfg.Seq.GroupBlock, DirectBlock: cfg.Seq.DirectBlock},
@@ -159,17 +160,20 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	}
 	build := readBuildInfo()
 	srv := server.New(server.Config{
-		MaxRequestBytes: cfg.Limits.MaxRequestBytes,
-		MaxFrameBytes:   cfg.Limits.MaxFrameBytes,
-		AllowedOrigins:  cfg.WebSocket.AllowedOrigins,
-		SessionQueue:    cfg.WebSocket.SessionQueue,
-		WriteTimeout:    cfg.WebSocket.WriteTimeout,
-		PresenceGrace:   cfg.WebSocket.PresenceGrace,
-		Pprof:           cfg.Debug.Pprof,
-		Files:           fileSvc,
-		Version:         build.Version,
-		Commit:          build.Commit,
-		Schema:          schema,
+		MaxRequestBytes:    cfg.Limits.MaxRequestBytes,
+		MaxFrameBytes:      cfg.Limits.MaxFrameBytes,
+		AllowedOrigins:     cfg.WebSocket.AllowedOrigins,
+		SessionQueue:       cfg.WebSocket.SessionQueue,
+		WriteTimeout:       cfg.WebSocket.WriteTimeout,
+		PresenceGrace:      cfg.WebSocket.PresenceGrace,
+		Pprof:              cfg.Debug.Pprof,
+		Files:              fileSvc,
+		ReadTimeout:        cfg.HTTP.ReadTimeout,
+		APIWriteTimeout:    cfg.HTTP.WriteTimeout,
+		MaxSessionsPerUser: cfg.WebSocket.MaxSessionsPerUser,
+		Version:            build.Version,
+		Commit:             build.Commit,
+		Schema:             schema,
 	}, svc, hub, metrics, web.Handler(), health, log)
 	if rdb != nil {
 		srv.ShareOnline(rdb, cfg.RedisPrefix)
@@ -220,6 +224,8 @@ func chatConfig(cfg Config) chat.Config {
 		AckFlushInterval: cfg.Chat.AckFlushInterval,
 		ReceiptInterval:  cfg.Chat.ReceiptInterval,
 		Admins:           cfg.Auth.Admins,
+		TokenIdle:        cfg.Auth.TokenIdle,
+		TokenMaxAge:      cfg.Auth.TokenMaxAge,
 		Storm: chat.StormConfig{
 			Threshold:     cfg.Storm.Threshold,
 			LowerMark:     cfg.Storm.LowerMark,

@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -127,7 +128,10 @@ func (s *Service) issueToken(ctx context.Context, userID string) (string, error)
 	if err != nil {
 		return "", err
 	}
-	if err := s.store.CreateToken(ctx, userID, h); err != nil {
+	c := clientOf(ctx)
+	now := time.Now().UnixMilli()
+	sess := Session{ID: NewID(), CreatedAt: now, LastUsedAt: now, UserAgent: clip(c.UserAgent, maxUserAgentLen), Address: clip(c.Address, maxAddressLen), TokenHash: h}
+	if err := s.store.CreateToken(ctx, userID, h, sess); err != nil {
 		return "", err
 	}
 	return tok, nil
@@ -135,21 +139,15 @@ func (s *Service) issueToken(ctx context.Context, userID string) (string, error)
 
 // Authenticate returns the user a token belongs to.
 func (s *Service) Authenticate(ctx context.Context, token string) (User, error) {
-	if token == "" {
-		return User{}, Errorf(EUnauthorized, "missing token")
-	}
-	u, err := s.store.UserByToken(ctx, TokenHash(token))
-	if ErrorCode(err) == ENotFound {
-		return User{}, Errorf(EUnauthorized, "invalid or revoked token")
-	}
+	u, _, err := s.Authorize(ctx, token)
 	return u, err
 }
 
 // TokenValid reports whether the token with this hash (see TokenHash)
 // still opens sessions.
 func (s *Service) TokenValid(ctx context.Context, tokenHash []byte) (bool, error) {
-	_, err := s.store.UserByToken(ctx, tokenHash)
-	if ErrorCode(err) == ENotFound {
+	_, _, err := s.authorize(ctx, tokenHash)
+	if ErrorCode(err) == EUnauthorized {
 		return false, nil
 	}
 	return err == nil, err

@@ -47,11 +47,12 @@ type testServer struct {
 	cfg  testConfig
 	path string
 
-	URL   string // http://127.0.0.1:port
-	Host  string // 127.0.0.1:port
-	svc   *chat.Service
-	files *server.Files
-	db    *storage.DB
+	URL     string // http://127.0.0.1:port
+	Host    string // 127.0.0.1:port
+	svc     *chat.Service
+	db      *storage.DB // for tests that make its writes fail
+	metrics *server.Metrics
+	files   *server.Files
 
 	http *http.Client
 	logs *syncBuffer
@@ -101,6 +102,7 @@ func (ts *testServer) start() {
 	opts := ts.cfg.storage
 	opts.OnCommit = func(m []chat.Message) { svc.Committed(m) }
 	opts.Metrics = metrics
+	opts.Logger = log
 	db, err := storage.Open(ctx, ts.path, opts)
 	if err != nil {
 		t.Fatalf("storage.Open: %v", err)
@@ -128,7 +130,10 @@ func (ts *testServer) start() {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
-	ts.svc, ts.files, ts.db = svc, files, db
+	ts.svc = svc
+	ts.db = db
+	ts.metrics = metrics
+	ts.files = files
 	ts.Host = l.Addr().String()
 	ts.URL = "http://" + ts.Host
 	var once sync.Once

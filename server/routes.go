@@ -48,7 +48,13 @@ func (s *Server) apiRoutes() []route {
 
 		{"GET", "/api/v1/admin/storms", authed(s.handleStorms)},
 
-		{"GET", "/api/v1/ws", public(s.handleWS)},
+		{"GET", "/api/v1/sessions", authed(s.handleSessions)},
+		{"DELETE", "/api/v1/sessions", authed(s.handleEndSessions)},
+		{"DELETE", "/api/v1/sessions/{id}", authed(s.handleEndSession)},
+		{"POST", "/api/v1/auth/password", authed(s.handlePassword)},
+		{"POST", "/api/v1/auth/ticket", authed(s.handleTicket)},
+
+		{"GET", wsPath, public(s.handleWS)},
 		{"GET", "/api/v1/openapi.json", public(serveOpenAPI)},
 		{"GET", "/healthz", public(s.handleHealth)},
 		{"GET", "/metrics", s.metrics.Handler()},

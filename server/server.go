@@ -27,6 +27,13 @@ type Config struct {
 	Pprof bool
 	// Files serves uploads; nil turns the file routes off.
 	Files *Files
+	// ReadTimeout bounds how long an HTTP request's body may take to
+	// arrive, and APIWriteTimeout how long its answer may take to leave.
+	// Both are set per request, so the WebSocket keeps its own deadlines.
+	ReadTimeout     time.Duration
+	APIWriteTimeout time.Duration
+	// MaxSessionsPerUser bounds one user's open sockets on this process.
+	MaxSessionsPerUser int
 	// PresenceGrace is how long a user whose last session closed still
 	// counts as online (a reload does not flicker); at most 5 s.
 	PresenceGrace time.Duration
@@ -48,6 +55,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 30 * time.Second
+	}
+	if c.APIWriteTimeout <= 0 {
+		c.APIWriteTimeout = 30 * time.Second
+	}
+	if c.MaxSessionsPerUser <= 0 {
+		c.MaxSessionsPerUser = 32
 	}
 	if c.PresenceGrace <= 0 || c.PresenceGrace > 5*time.Second {
 		c.PresenceGrace = 5 * time.Second
@@ -89,9 +105,23 @@ func New(cfg Config, svc *chat.Service, hub *Hub, m *Metrics, ui http.Handler, h
 	return s
 }
 
-// ServeHTTP serves the routes.
+// ServeHTTP serves the routes. Every request gets its deadlines here: a
+// body that trickles in is cut after ReadTimeout, an answer the client
+// does not take after APIWriteTimeout. The WebSocket's are cleared instead
+// (a keep-alive connection carries the last request's deadlines), since a
+// socket lives long and its session sets its own.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mux.ServeHTTP(w, r)
+	rc := http.NewResponseController(w)
+	if r.URL.Path == wsPath {
+		rc.SetReadDeadline(time.Time{})
+		rc.SetWriteDeadline(time.Time{})
+	} else {
+		now := time.Now()
+		rc.SetReadDeadline(now.Add(s.cfg.ReadTimeout))
+		rc.SetWriteDeadline(now.Add(s.cfg.APIWriteTimeout))
+	}
+	ctx := chat.WithClient(r.Context(), chat.Client{UserAgent: r.UserAgent(), Address: clientAddress(r)})
+	s.mux.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // handleUnknownAPI answers API paths no route takes with the protocol's

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"runtime"
 	"time"
@@ -35,8 +36,13 @@ type Options struct {
 	// OnCommit receives every batch of newly stored messages right after
 	// its commit, in seq order. It may block briefly (backpressure).
 	OnCommit func([]chat.Message)
-	// Metrics observes the writer; nil for none.
+	// Metrics observes the writer; nil for none. When it also implements
+	// WriteErrorMetrics, it counts the transactions that failed for a
+	// storage reason.
 	Metrics WriterMetrics
+	// Logger gets the writer's two storage-health lines (writes start
+	// failing, writes succeed again); nil is slog.Default().
+	Logger *slog.Logger
 	// Redis, when set, allocates seqs (several processes may then share
 	// the database file); RedisPrefix prefixes its keys.
 	Redis       redis.UniversalClient
@@ -47,6 +53,12 @@ type Options struct {
 // WriterMetrics observes the group commit.
 type WriterMetrics interface {
 	Batch(jobs, messages int, commit time.Duration)
+}
+
+// WriteErrorMetrics counts failed write transactions by kind: full,
+// readonly or io.
+type WriteErrorMetrics interface {
+	WriteError(kind string)
 }
 
 // DB is the SQLite store. It implements chat.Store.
@@ -78,6 +90,9 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	if opts.Readers <= 0 {
 		opts.Readers = max(4, runtime.NumCPU()*2)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	if opts.OnCommit == nil {
 		opts.OnCommit = func([]chat.Message) {}
@@ -156,8 +171,12 @@ func (db *DB) Close() error {
 	return errors.Join(rerr, cerr, terr, db.writer.Close())
 }
 
-// Ping checks that the database answers.
+// Ping checks that the database answers and that writes succeed (for
+// /healthz): a server that can read but not write cannot take messages.
 func (db *DB) Ping(ctx context.Context) error {
+	if err := db.w.health.err(); err != nil {
+		return err
+	}
 	return db.readers.PingContext(ctx)
 }
 

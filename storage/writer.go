@@ -26,10 +26,11 @@ type writer struct {
 	insertArgs [8]driver.NamedValue
 	ftsArgs    [2]driver.NamedValue
 
-	seqs  seqSource
-	ckpt  *checkpointer
-	opts  Options
-	links *linker // signs the attachments of messages it commits
+	seqs   seqSource
+	ckpt   *checkpointer
+	opts   Options
+	health health
+	links  *linker // signs the attachments of messages it commits
 
 	jobs chan *job
 	mu   sync.RWMutex // guards closed against enqueue
@@ -75,6 +76,7 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, ckpt *checkpoint
 		quit:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
+	w.health.log = opts.Logger
 	for i := range w.insertArgs {
 		w.insertArgs[i].Ordinal = i + 1
 	}
@@ -253,7 +255,12 @@ func (w *writer) run(batch []*job) []*job {
 				}
 			}
 		}
-		if !errors.Is(err, context.Canceled) {
+		if kind := failureKind(err); kind != "" {
+			// A failing disk is the client's to retry (its client_msg_id
+			// makes that safe) and the operator's to fix: no retry here.
+			w.failed(kind, err)
+			err = unavailable(err)
+		} else if !errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("write batch: %w", err)
 		}
 		for _, j := range batch {
@@ -261,6 +268,20 @@ func (w *writer) run(batch []*job) []*job {
 			j.conv, j.sender = nil, nil
 		}
 		return batch
+	}
+	// A function job rolled back alone for a storage reason means the disk
+	// still fails, even though the transaction around it committed.
+	failing := false
+	for _, j := range batch {
+		if kind := failureKind(j.r.err); kind != "" {
+			w.failed(kind, j.r.err)
+			j.r.err = unavailable(j.r.err)
+			failing = true
+		}
+	}
+	if !failing && frames > 0 {
+		// Only a commit that wrote something proves that writes work.
+		w.health.succeeded()
 	}
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.Batch(len(batch), len(t.committed), time.Since(start))
@@ -283,6 +304,14 @@ func (w *writer) run(batch []*job) []*job {
 		})
 	}
 	return batch
+}
+
+// failed records a transaction that failed for a storage reason.
+func (w *writer) failed(kind string, err error) {
+	w.health.failed(kind, err)
+	if m, ok := w.opts.Metrics.(WriteErrorMetrics); ok {
+		m.WriteError(kind)
+	}
 }
 
 // pagesWritten returns how many pages the connection wrote to the WAL

@@ -11,6 +11,7 @@ import { SearchPanel } from './search.js';
 import { authView } from './auth.js';
 import { detailsDialog, newDirectDialog, newGroupDialog } from './dialogs.js';
 import { h } from './dom.js';
+import { settingsDialog } from './settings.js';
 
 const TOKEN_KEY = 'imserver.token';
 const USER_KEY = 'imserver.user';
@@ -111,6 +112,7 @@ function startSession(user, token) {
       conn,
       h('span', { class: 'spacer' }),
       h('span', { class: 'me', id: 'me-name', title: `@${user.username}` }, user.display_name || user.username),
+      h('button', { type: 'button', class: 'btn', id: 'settings-btn', onClick: () => settingsDialog(api) }, 'Settings'),
       h('button', { type: 'button', class: 'btn', id: 'logout-btn', onClick: logout }, 'Log out'),
     ),
     h('div', { class: 'main' }, list.root, view.root),

@@ -29,9 +29,11 @@ const CONV_SYNC_LAZY_MS = 2000;
 const KEEP_BACKGROUND = 2000;
 const KEEP_OPEN = 5000;
 
-function wsURL(token) {
+// wsURL opens the socket with a one-time ticket, never the token: URLs end
+// up in proxies' access logs, and a ticket is worthless once used.
+function wsURL(ticket) {
   const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
-  return `${scheme}://${location.host}/api/v1/ws?token=${encodeURIComponent(token)}`;
+  return `${scheme}://${location.host}/api/v1/ws?ticket=${encodeURIComponent(ticket)}`;
 }
 
 export class ChatClient extends Emitter {
@@ -66,7 +68,7 @@ export class ChatClient extends Emitter {
     // Quoted messages that are not in a timeline, fetched one by one.
     this.quotes = new Map();
     this.socket = new Socket({
-      url: () => wsURL(token),
+      url: async () => wsURL((await this.api.ticket()).ticket),
       onFrame: (f) => this.onFrame(f),
       onState: (s) => {
         this.conn = s;
@@ -329,6 +331,7 @@ export class ChatClient extends Emitter {
     const myId = this.me.id;
     const sorted = msgs.length > 1 ? [...msgs].sort((a, b) => a.seq - b.seq) : msgs;
     let gap = false;
+    let readersMoved = false;
     for (const m of sorted) {
       const known = conv ? conv.max_seq : 0;
       if (!live && asOf > m.seq && isText(m)) m.asOf = asOf;
@@ -339,6 +342,17 @@ export class ChatClient extends Emitter {
         else if (m.seq > tl.hi + 1) gap = true;
       }
       if (!isNew) continue;
+      // The server moves a sender's read marker to its own message (it has
+      // read what it answered): the receipt of a read that the send made a
+      // no-op never comes, so the message itself counts as one.
+      if (m.from !== myId) {
+        const sender = this.members.get(convId)?.get(m.from);
+        if (sender && (sender.read_seq ?? 0) < m.seq) {
+          sender.read_seq = m.seq;
+          sender.last_ack_seq = Math.max(sender.last_ack_seq ?? 0, m.seq);
+          readersMoved = true;
+        }
+      }
       if (isMutation(m)) {
         if (conv && m.seq > conv.max_seq) conv.max_seq = m.seq;
         this.applyMutation(convId, m, live);
@@ -379,6 +393,7 @@ export class ChatClient extends Emitter {
     else if (live) this.scheduleConvSync(CONV_SYNC_LAZY_MS);
     this.emit('timeline', convId);
     this.emit('convs');
+    if (readersMoved) this.emit('members', convId);
   }
 
   // applyMutation folds an edit, delete or reaction into its target: the
