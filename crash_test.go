@@ -37,6 +37,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// serverEnv is the environment of the servers the tests start: they
+// register many users from one address, which the per-address limits
+// (limits.register_per_hour, limits.login_failures) would stop.
+func serverEnv() []string {
+	return append(os.Environ(), "IMSERVER_LIMITS_REGISTER_PER_HOUR=0", "IMSERVER_LIMITS_LOGIN_FAILURES=0")
+}
+
 // proc is a server subprocess.
 type proc struct {
 	cmd  *exec.Cmd
@@ -57,6 +64,7 @@ func startServer(t *testing.T, db, config string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(serverBin, "serve", "--addr", addr, "--db", db, "--config", config)
+	cmd.Env = serverEnv()
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {

@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,7 +34,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(serveCommand(), userCommand(), versionCommand(), healthcheckCommand(), migrateToPostgresCommand(), bench.Command())
+	root.AddCommand(serveCommand(), userCommand(), inviteCommand(), versionCommand(), healthcheckCommand(), backupCommand(), restoreCommand(), migrateToPostgresCommand(), bench.Command())
 	return root
 }
 
@@ -125,6 +126,17 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	}
 	ccfg := chatConfig(cfg)
 	ccfg.Storm.Counter, ccfg.Events, ccfg.Observer = window, events, metrics
+	var push *server.PushSender
+	if cfg.Push.Enabled {
+		push = server.NewPushSender(server.PushOptions{
+			Subscriber:   pushSubscriber(cfg),
+			AllowPrivate: cfg.Push.AllowPrivate,
+			Timeout:      cfg.Push.Timeout,
+			QueueSize:    cfg.Push.Queue,
+			Attempts:     cfg.Push.Attempts,
+		}, metrics, log)
+		ccfg.Push = chat.PushConfig{Sender: push, Delay: cfg.Push.Delay, Preview: cfg.Push.Preview}
+	}
 	if bus != nil {
 		ccfg.Peers = bus
 	}
@@ -139,7 +151,48 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		db.Close()
 		return err
 	}
+	// Files keep their metadata in the SQLite store only: on PostgreSQL
+	// the file routes are off (uploads answer 404) until it has them.
+	var fileSvc *server.Files
+	if fdb, ok := db.(server.FileDB); ok {
+		fileSvc, err = server.OpenFiles(ctx, fdb, server.FilesOptions{
+			Dir:            cfg.filesDir(),
+			MaxFileBytes:   cfg.Limits.MaxFileBytes,
+			MaxTotalBytes:  cfg.Files.MaxTotalBytes,
+			OrphanTTL:      cfg.Files.OrphanTTL,
+			SweepInterval:  cfg.Files.SweepInterval,
+			MaxImagePixels: cfg.Files.MaxImagePixels,
+			ThumbWorkers:   cfg.Files.ThumbWorkers,
+		}, metrics, log)
+		if err != nil {
+			svc.Close()
+			db.Close()
+			return err
+		}
+	} else {
+		log.Warn("files are not supported on PostgreSQL yet: uploads and attachments are off", "db", dbName)
+	}
 	build := readBuildInfo()
+	stopAll := func() {
+		svc.Close()
+		if push != nil {
+			push.Close()
+		}
+		fileSvc.Close()
+		db.Close()
+	}
+	if push != nil {
+		if err := push.Start(ctx, svc); err != nil {
+			stopAll()
+			return err
+		}
+	}
+	proxies, _ := server.ParseTrustedProxies(cfg.HTTP.TrustedProxies) // checked by validate
+	tlsc, err := setupTLS(cfg.TLS, log)
+	if err != nil {
+		stopAll()
+		return err
+	}
 	srv := server.New(server.Config{
 		MaxRequestBytes:    cfg.Limits.MaxRequestBytes,
 		MaxFrameBytes:      cfg.Limits.MaxFrameBytes,
@@ -149,12 +202,20 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		WriteDelay:         cfg.WebSocket.WriteDelay,
 		PresenceGrace:      cfg.WebSocket.PresenceGrace,
 		Pprof:              cfg.Debug.Pprof,
+		Files:              fileSvc,
 		ReadTimeout:        cfg.HTTP.ReadTimeout,
 		APIWriteTimeout:    cfg.HTTP.WriteTimeout,
 		MaxSessionsPerUser: cfg.WebSocket.MaxSessionsPerUser,
 		Version:            build.Version,
 		Commit:             build.Commit,
 		Schema:             schema,
+		TrustedProxies:     proxies,
+		LoginFailures:      cfg.Limits.LoginFailures,
+		RegisterPerHour:    cfg.Limits.RegisterPerHour,
+		PublicURL:          cfg.HTTP.PublicURL,
+		HSTS:               tlsc != nil,
+		Push:               push,
+		PushAllowPrivate:   cfg.Push.AllowPrivate,
 	}, svc, hub, metrics, web.Handler(), health, log)
 	if rdb != nil {
 		srv.ShareOnline(rdb, cfg.RedisPrefix)
@@ -162,11 +223,24 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 
 	l, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		svc.Close()
-		db.Close()
+		stopAll()
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on http://%s (database %s, schema %d)\n", build.Version, l.Addr(), displayDB(cfg.DB), schema)
+	scheme := "http"
+	if tlsc != nil {
+		scheme = "https"
+		l = tls.NewListener(l, tlsc.config)
+		if cfg.TLS.HTTPAddr != "" {
+			stopPlain, err := servePlain(ctx, cfg.TLS.HTTPAddr, tlsc.plain, log)
+			if err != nil {
+				l.Close()
+				stopAll()
+				return err
+			}
+			defer stopPlain()
+		}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on %s://%s (database %s, schema %d)\n", build.Version, scheme, l.Addr(), displayDB(cfg.DB), schema)
 	hooks := server.NewWebhooks(events, webhooks(cfg), server.WebhookOptions{
 		Timeout:      cfg.Events.WebhookTimeout,
 		Attempts:     cfg.Events.WebhookAttempts,
@@ -189,7 +263,11 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	// let the writer commit what is queued.
 	err = errors.Join(err, srv.Shutdown(shutdownCtx))
 	svc.Close()
+	if push != nil {
+		push.Close()
+	}
 	hooks.Close()
+	fileSvc.Close()
 	err = errors.Join(err, db.Close())
 	return err
 }
@@ -200,6 +278,7 @@ func chatConfig(cfg Config) chat.Config {
 		SendRate:         cfg.Limits.SendRate,
 		SendBurst:        cfg.Limits.SendBurst,
 		RegistrationOpen: cfg.Auth.Registration == "open",
+		Registration:     cfg.Auth.Registration,
 		AckFlushInterval: cfg.Chat.AckFlushInterval,
 		ReceiptInterval:  cfg.Chat.ReceiptInterval,
 		Admins:           cfg.Auth.Admins,

@@ -16,6 +16,26 @@ import (
 	"golang.org/x/term"
 )
 
+// withService opens the database of the config (or the --db flag) for
+// one command.
+func withService(cmd *cobra.Command, configPath, db string, fn func(context.Context, Config, *chat.Service) error) error {
+	cfg, err := loadConfig(configPath)
+	if err != nil {
+		return err
+	}
+	applyDB(cmd, &cfg, db)
+	ctx := cmd.Context()
+	store, _, err := openStore(ctx, cfg, storeOptions{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc := chat.NewService(store, nopDeliverer{}, chatConfig(cfg), log)
+	defer svc.Close()
+	return fn(ctx, cfg, svc)
+}
+
 // userCommand manages accounts directly in the database file; it works
 // beside a running server (SQLite's WAL and busy timeout let it wait).
 func userCommand() *cobra.Command {
@@ -24,23 +44,8 @@ func userCommand() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&configPath, "config", "", "YAML configuration file")
 	cmd.PersistentFlags().StringVar(&db, "db", "", "SQLite database file or postgres:// URL (default imserver.db; env IMSERVER_DB)")
 
-	// withService opens the database for one command.
 	withService := func(cmd *cobra.Command, fn func(context.Context, *chat.Service) error) error {
-		cfg, err := loadConfig(configPath)
-		if err != nil {
-			return err
-		}
-		applyDB(cmd, &cfg, db)
-		ctx := cmd.Context()
-		store, _, err := openStore(ctx, cfg, storeOptions{})
-		if err != nil {
-			return err
-		}
-		defer store.Close()
-		log := slog.New(slog.NewTextHandler(io.Discard, nil))
-		svc := chat.NewService(store, nopDeliverer{}, chatConfig(cfg), log)
-		defer svc.Close()
-		return fn(ctx, svc)
+		return withService(cmd, configPath, db, func(ctx context.Context, _ Config, svc *chat.Service) error { return fn(ctx, svc) })
 	}
 
 	var password, displayName string

@@ -35,6 +35,8 @@ limits:
   send_rate: 1000000
   send_burst: 1000000
   max_frame_bytes: 65536
+  register_per_hour: 0
+  login_failures: 0
 sqlite:
   synchronous: %s
 auth:

@@ -257,7 +257,8 @@ const entrySelect = `SELECT * FROM (SELECT c.id AS cid, c.kind AS ckind, c.name 
 	COALESCE(m.max_seq, c.max_seq) AS hi, m.last_ack_seq, m.read_seq,
 	GREATEST(m.version, CASE WHEN m.max_seq IS NULL THEN c.version ELSE 0 END) AS v,
 	pu.id AS pid, pu.username AS pname, pu.display_name AS pdisplay,
-	lm.seq AS lseq, lm.sender_id AS lfrom, lm.client_msg_id AS lcmid, lm.kind AS lkind, lm.body AS lbody, lm.ts AS lts
+	lm.seq AS lseq, lm.sender_id AS lfrom, lm.client_msg_id AS lcmid, lm.kind AS lkind, lm.body AS lbody, lm.ts AS lts,
+	m.muted_until
 FROM members m
 JOIN conversations c ON c.id = m.conv_id
 LEFT JOIN members pm ON c.kind = 'direct' AND pm.conv_id = c.id AND pm.user_id <> m.user_id
@@ -272,9 +273,12 @@ func scanEntry(s pgx.Row) (chat.Conversation, error) {
 	var lseq, lts *int64
 	var lfrom, lcmid, lkind, lbody *string
 	err := s.Scan(&c.ID, &c.Kind, &c.Name, &c.MembersCount, &c.Role, &c.MinSeq, &maxSeq, &c.MaxSeq, &c.LastAckSeq, &c.ReadSeq, &c.Version,
-		&pid, &pname, &pdisplay, &lseq, &lfrom, &lcmid, &lkind, &lbody, &lts)
+		&pid, &pname, &pdisplay, &lseq, &lfrom, &lcmid, &lkind, &lbody, &lts, &c.MutedUntil)
 	if err != nil {
 		return c, err
+	}
+	if c.MutedUntil <= nowMS() {
+		c.MutedUntil = 0 // a mute that ended is no mute
 	}
 	c.Left = maxSeq != nil
 	if pid != nil {

@@ -13,6 +13,12 @@ import (
 
 // Append implements chat.MessageStore.
 func (db *DB) Append(ctx context.Context, m chat.Message) chat.Pending {
+	if len(m.Attachments) > 0 {
+		// Files live in the SQLite store only (main.go turns them off
+		// here): refuse rather than store a message without them.
+		err := chat.Errorf(chat.EUnavailable, "attachments: not supported on postgres yet")
+		return func() (chat.Message, bool, error) { return chat.Message{}, false, err }
+	}
 	j := &job{msg: m}
 	if err := db.w.enqueue(ctx, j); err != nil {
 		return func() (chat.Message, bool, error) { return chat.Message{}, false, err }

@@ -36,6 +36,9 @@ type testConfig struct {
 	chat    chat.Config
 	server  server.Config
 	storage storage.Options
+	// push, when set, sends the server's Web Push notifications.
+	push  *server.PushSender
+	files server.FilesOptions
 }
 
 // testServer is one running server and what is needed to restart it on the
@@ -50,6 +53,7 @@ type testServer struct {
 	svc     *chat.Service
 	db      *storage.DB // for tests that make its writes fail
 	metrics *server.Metrics
+	files   *server.Files
 
 	http *http.Client
 	logs *syncBuffer
@@ -94,12 +98,40 @@ func (ts *testServer) start() {
 	log := slog.New(slog.NewTextHandler(ts.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	metrics := server.NewMetrics()
 	hub := server.NewHub(log, metrics)
+	ctx := context.Background()
 	var svc *chat.Service
 	db, dbName := ts.openStore(func(m []chat.Message) { svc.Committed(m) }, func(m []chat.Message, answer func()) { svc.CommittedThen(m, answer) }, metrics, log)
-	svc = chat.NewService(db, hub, ts.cfg.chat, log)
-	srv := server.New(ts.cfg.server, svc, hub, metrics, nil, map[string]server.Pinger{dbName: db.Ping}, log)
+	ccfg, scfg := ts.cfg.chat, ts.cfg.server
+	if ts.cfg.push != nil {
+		ccfg.Push.Sender, scfg.Push = ts.cfg.push, ts.cfg.push
+	}
+	svc = chat.NewService(db, hub, ccfg, log)
+	if ts.cfg.push != nil {
+		if err := ts.cfg.push.Start(ctx, svc); err != nil {
+			t.Fatalf("push sender: %v", err)
+		}
+	}
+	// Files need the SQLite store (PostgreSQL has no files yet): on
+	// PostgreSQL the file routes are off, as in main.go.
+	var files *server.Files
+	if fdb, ok := db.(server.FileDB); ok {
+		fopts := ts.cfg.files
+		if fopts.Dir == "" {
+			fopts.Dir = ts.path + "-files"
+		}
+		var err error
+		files, err = server.OpenFiles(ctx, fdb, fopts, metrics, log)
+		if err != nil {
+			svc.Close()
+			db.Close()
+			t.Fatalf("files: %v", err)
+		}
+	}
+	scfg.Files = files
+	srv := server.New(scfg, svc, hub, metrics, nil, map[string]server.Pinger{dbName: db.Ping}, log)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		files.Close()
 		svc.Close()
 		db.Close()
 		t.Fatalf("listen: %v", err)
@@ -109,6 +141,7 @@ func (ts *testServer) start() {
 	ts.svc = svc
 	ts.db, _ = db.(*storage.DB) // nil on PostgreSQL: SQLite-only tests use it
 	ts.metrics = metrics
+	ts.files = files
 	ts.Host = l.Addr().String()
 	ts.URL = "http://" + ts.Host
 	var once sync.Once
@@ -125,6 +158,10 @@ func (ts *testServer) start() {
 				t.Errorf("serve: %v", err)
 			}
 			svc.Close()
+			if ts.cfg.push != nil {
+				ts.cfg.push.Close()
+			}
+			files.Close()
 			if err := db.Close(); err != nil {
 				t.Errorf("closing the database: %v", err)
 			}
@@ -179,6 +216,7 @@ type (
 		Body        string `json:"body"`
 		TS          int64  `json:"ts"`
 	}
+
 	conversationJSON struct {
 		ID           string       `json:"id"`
 		Kind         string       `json:"kind"`

@@ -80,6 +80,7 @@ type DB struct {
 	w       *writer
 	ckptDB  *sql.DB
 	ckpt    *checkpointer
+	links   *linker
 }
 
 var _ chat.Store = (*DB)(nil)
@@ -164,6 +165,8 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		db.ckpt.close()
 		return nil, errors.Join(err, r.Close(), c.Close(), w.Close())
 	}
+	db.links = &linker{}
+	db.w.links = db.links
 	return db, nil
 }
 
