@@ -49,6 +49,8 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"Paging", testPaging},
 		{"RemoveOwner", testRemoveOwner},
 		{"DeleteUser", testDeleteUser},
+		{"Invites", testInvites},
+		{"AdminAndNotify", testAdminAndNotify},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newDB(t)) })
