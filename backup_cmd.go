@@ -30,6 +30,10 @@ func (d *dataFlags) options(cmd *cobra.Command) (backup.Options, error) {
 	if cmd.Flags().Changed("db") {
 		cfg.DB = d.db
 	}
+	if isPostgres(cfg.DB) {
+		// The archive holds a SQLite snapshot; PostgreSQL has its own tools.
+		return backup.Options{}, fmt.Errorf("backup and restore work on SQLite only; for %s use pg_dump and pg_restore", displayDB(cfg.DB))
+	}
 	if cmd.Flags().Changed("files-dir") {
 		cfg.Files.Dir = d.filesDir
 	}

@@ -183,3 +183,20 @@ func TestMigrateToPostgresRefusesV11(t *testing.T) {
 		t.Errorf("something was copied: roster %v", err)
 	}
 }
+
+// TestBackupRefusesPostgres: backup and restore take SQLite snapshots; on a
+// PostgreSQL URL they say so (and never print the password) instead of
+// treating the URL as a file name.
+func TestBackupRefusesPostgres(t *testing.T) {
+	for _, c := range []string{"backup", "restore"} {
+		var out bytes.Buffer
+		cmd := rootCommand()
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs([]string{c, filepath.Join(t.TempDir(), "x.tar"), "--db", "postgres://u:secretpw@127.0.0.1:1/db"})
+		err := cmd.Execute()
+		if err == nil || !strings.Contains(err.Error(), "SQLite only") || strings.Contains(err.Error()+out.String(), "secretpw") {
+			t.Errorf("%s on PostgreSQL: %v\n%s", c, err, out.String())
+		}
+	}
+}
