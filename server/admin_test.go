@@ -142,7 +142,11 @@ func TestAdminDisableUser(t *testing.T) {
 		Checks   map[string]string `json:"checks"`
 	}
 	root.get(t, "/api/v1/admin/status").want(t, http.StatusOK).decode(t, &status)
-	if status.Checks["sqlite"] != "ok" {
+	store := "sqlite"
+	if testPG != nil {
+		store = "postgres"
+	}
+	if status.Checks[store] != "ok" {
 		t.Errorf("status: %+v", status)
 	}
 	bob.get(t, "/api/v1/admin/status").wantError(t, http.StatusUnauthorized, "unauthorized")
