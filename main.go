@@ -35,7 +35,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(serveCommand(), userCommand(), versionCommand(), healthcheckCommand(), bench.Command())
+	root.AddCommand(serveCommand(), userCommand(), versionCommand(), healthcheckCommand(), populateCommand(), bench.Command())
 	return root
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/imserver/imserver/chat"
@@ -42,6 +43,13 @@ type Options struct {
 	Redis       redis.UniversalClient
 	RedisPrefix string
 	RedisAlloc  seq.RedisAllocOptions
+	// CacheKiB is the writer's page cache; 0 keeps the default (16 MiB).
+	// The history generator raises it: its random dedup-index inserts
+	// into a database of millions of messages miss a small cache.
+	CacheKiB int
+	// Clock stamps appended messages (ms since the epoch); nil is the
+	// wall clock. The history generator spreads a year over its messages.
+	Clock func() int64
 }
 
 // WriterMetrics observes the group commit.
@@ -78,6 +86,12 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if opts.Readers <= 0 {
 		opts.Readers = max(4, runtime.NumCPU()*2)
 	}
+	if opts.CacheKiB <= 0 {
+		opts.CacheKiB = 16384
+	}
+	if opts.Clock == nil {
+		opts.Clock = nowMS
+	}
 	if opts.OnCommit == nil {
 		opts.OnCommit = func([]chat.Message) {}
 	}
@@ -95,7 +109,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	// page cache holds a whole batch (1000 messages dirty about 800 pages):
 	// with SQLite's default of 2 MiB it spilled pages to the WAL in the
 	// middle of transactions and reread index pages from the file.
-	w, err := sql.Open("sqlite", dsn("&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=cache_size(-16384)"))
+	w, err := sql.Open("sqlite", dsn("&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=cache_size(-"+strconv.Itoa(opts.CacheKiB)+")"))
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	}
 	m := j.msg
 	m.Seq = c.r.next
-	m.TS = nowMS()
+	m.TS = w.opts.Clock()
 	// The unique index decides duplicates: one statement for the common
 	// case, a look-up only for a retry.
 	ins, err := t.stmt(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts) VALUES (?, ?, ?, ?, ?, ?, ?)
