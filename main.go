@@ -35,7 +35,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(serveCommand(), userCommand(), versionCommand(), healthcheckCommand(), populateCommand(), bench.Command())
+	root.AddCommand(serveCommand(), userCommand(), versionCommand(), healthcheckCommand(), populateCommand(), vacuumCommand(), bench.Command())
 	return root
 }
 
@@ -118,6 +118,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		BatchSize:   cfg.SQLite.BatchSize,
 		BatchDelay:  cfg.SQLite.BatchDelay,
 		Readers:     cfg.SQLite.Readers,
+		Retention:   time.Duration(cfg.Retention.Days) * 24 * time.Hour,
 		OnCommit:    func(m []chat.Message) { svc.Committed(m) },
 		Metrics:     metrics,
 		Redis:       rdb,

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/imserver/imserver/chat"
@@ -50,6 +51,13 @@ type Options struct {
 	// Clock stamps appended messages (ms since the epoch); nil is the
 	// wall clock. The history generator spreads a year over its messages.
 	Clock func() int64
+	// Retention, when above 0, deletes messages older than it in the
+	// background (retention.go), a pass at start and every RetentionEvery
+	// (default an hour), RetentionBatch messages per transaction at most
+	// (default 500).
+	Retention      time.Duration
+	RetentionEvery time.Duration
+	RetentionBatch int
 }
 
 // WriterMetrics observes the group commit.
@@ -66,6 +74,11 @@ type DB struct {
 	w       *writer
 	ckptDB  *sql.DB
 	ckpt    *checkpointer
+
+	retention *retention // nil when messages are kept forever
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 var _ chat.Store = (*DB)(nil)
@@ -150,14 +163,22 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		db.ckpt.close()
 		return nil, errors.Join(err, r.Close(), c.Close(), w.Close())
 	}
+	db.startRetention()
 	return db, nil
 }
 
 // Close stops the writer after the queued jobs and closes the database.
+// Closing again returns the first Close's error.
 func (db *DB) Close() error {
-	db.w.close()
-	db.ckpt.close()
-	return errors.Join(db.readers.Close(), db.ckptDB.Close(), db.writer.Close())
+	db.closeOnce.Do(func() {
+		if db.retention != nil {
+			db.retention.close()
+		}
+		db.w.close()
+		db.ckpt.close()
+		db.closeErr = errors.Join(db.readers.Close(), db.ckptDB.Close(), db.writer.Close())
+	})
+	return db.closeErr
 }
 
 // Ping checks that the database answers.
