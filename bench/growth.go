@@ -48,7 +48,11 @@ type GrowthRow struct {
 	SendsPerSec  float64 `json:"sends_per_sec"`
 	DeliverP99ms float64 `json:"deliver_p99_ms"` // at 10k msgs/s
 	CatchupSec   float64 `json:"catchup_seconds"`
-	Errors       []string
+	// HistoryAppendsPerSec is `imserver populate --more` on the history:
+	// the store's durable appends (FULL) into the history's own
+	// conversations, random client ids and all, beside no server.
+	HistoryAppendsPerSec float64 `json:"history_appends_per_sec"`
+	Errors               []string
 }
 
 // ParseSizes reads "0,1M,10M" (k and M suffixes allowed).
@@ -201,6 +205,13 @@ func growthRow(ctx context.Context, o Options, g GrowthOptions, n int) (GrowthRo
 	}
 	fmt.Fprintf(o.Stderr, "growth %d: startup %v (median of %d)\n", n, row.StartupSec, g.Starts)
 
+	// The history's own conversations take more messages first (the
+	// store alone, on the history as populated).
+	if err := historyAppends(ctx, o, work, &row); err != nil {
+		return row, err
+	}
+	fmt.Fprintf(o.Stderr, "growth %d: %.0f appends/s into the history's conversations\n", n, row.HistoryAppendsPerSec)
+
 	srv, err := startEmbeddedOn(ctx, o.ServerBin, o.SQLiteSync, work, false)
 	if err != nil {
 		return row, err
@@ -273,6 +284,28 @@ func growthRow(ctx context.Context, o Options, g GrowthOptions, n int) (GrowthRo
 	return row, nil
 }
 
+// historyAppends is the rate of `imserver populate --more` on db.
+func historyAppends(ctx context.Context, o Options, db string, row *GrowthRow) error {
+	cmd := exec.CommandContext(ctx, o.ServerBin, "populate", "--more", "--db", db, "--messages", strconv.Itoa(historyAppendMessages),
+		"--sqlite-sync", o.SQLiteSync)
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("populate --more: %w", err)
+	}
+	// "... in 11.7s (8540 msgs/s), ..."
+	s := string(out)
+	i := strings.Index(s, " msgs/s)")
+	j := strings.LastIndex(s[:max(i, 0)], "(")
+	if i < 0 || j < 0 {
+		return fmt.Errorf("populate --more: unexpected output %q", s)
+	}
+	row.HistoryAppendsPerSec, err = strconv.ParseFloat(s[j+1:i], 64)
+	return err
+}
+
+// historyAppendMessages is what populate --more appends per size.
+const historyAppendMessages = 100000
+
 // humanCount writes 10000000 as 10M.
 func humanCount(n int) string {
 	switch {
@@ -287,15 +320,15 @@ func humanCount(n int) string {
 // WriteGrowthTable prints the rows as a Markdown table.
 func WriteGrowthTable(w io.Writer, rows []GrowthRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| messages\t durable sends/s\t deliver p99 @10k/s\t catch-up 10k\t list of 300 (cold)\t startup\t idle RSS\t database\t bytes/msg\t")
-	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t")
+	fmt.Fprintln(tw, "| messages\t appends/s into the history\t durable sends/s\t deliver p99 @10k/s\t catch-up 10k\t list of 300 (cold)\t startup\t idle RSS\t database\t bytes/msg\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t")
 	for _, r := range rows {
 		bpm := "–"
 		if r.Messages > 0 {
 			bpm = fmt.Sprintf("%.0f", r.BytesPerMsg)
 		}
-		fmt.Fprintf(tw, "| %s\t %.0f\t %.1f ms\t %.3f s\t %.1f ms (%.1f ms)\t %.0f ms\t %.1f MiB\t %.0f MiB\t %s\t\n",
-			humanCount(r.Messages), r.SendsPerSec, r.DeliverP99ms, r.CatchupSec, r.ListSec*1000, r.ListColdSec*1000,
+		fmt.Fprintf(tw, "| %s\t %.0f\t %.0f\t %.1f ms\t %.3f s\t %.1f ms (%.1f ms)\t %.0f ms\t %.1f MiB\t %.0f MiB\t %s\t\n",
+			humanCount(r.Messages), r.HistoryAppendsPerSec, r.SendsPerSec, r.DeliverP99ms, r.CatchupSec, r.ListSec*1000, r.ListColdSec*1000,
 			r.StartupSec*1000, r.IdleRSS/(1<<20), float64(r.DBBytes)/(1<<20), bpm)
 	}
 	tw.Flush()
@@ -312,6 +345,7 @@ var growthSeries = []struct {
 	get         func(GrowthRow) float64
 }{
 	{"durable sends/s", "#1f77b4", func(r GrowthRow) float64 { return r.SendsPerSec }},
+	{"appends/s into the history", "#17becf", func(r GrowthRow) float64 { return r.HistoryAppendsPerSec }},
 	{"deliver p99 at 10k/s", "#ff7f0e", func(r GrowthRow) float64 { return r.DeliverP99ms }},
 	{"catch-up of 10k", "#2ca02c", func(r GrowthRow) float64 { return r.CatchupSec }},
 	{"conversation list", "#d62728", func(r GrowthRow) float64 { return r.ListSec }},

@@ -14,6 +14,7 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,9 +55,16 @@ type Options struct {
 	// default) survives a crash of the generator but not of the machine,
 	// which is fine for generated data and twice as fast on a slow disk.
 	Synchronous string
-	BatchSize   int // writer batch, default 5000
-	CacheKiB    int // writer page cache, default 256 MiB
-	Workers     int // concurrent appenders, default 8
+	// syncSet: Synchronous was given (More defaults to FULL, a server's).
+	syncSet   bool
+	BatchSize int // writer batch, default 5000
+	CacheKiB  int // writer page cache, default 256 MiB
+	Workers   int // concurrent appenders, default 8
+	// More appends Messages messages to a history this package made
+	// earlier (o.DB must exist), with wall-clock timestamps: the writer's
+	// cost on a database of that size, measured (Stats.MessagesPerSec)
+	// with the store's own batching and the given Synchronous mode.
+	More bool
 	// Progress receives a line every ProgressEvery (nil: none).
 	Progress      io.Writer
 	ProgressEvery time.Duration
@@ -100,6 +108,8 @@ func (o *Options) defaults() {
 	}
 	if o.Synchronous == "" {
 		o.Synchronous = "NORMAL"
+	} else {
+		o.syncSet = true
 	}
 	if o.ProgressEvery <= 0 {
 		o.ProgressEvery = 2 * time.Second
@@ -117,6 +127,9 @@ func Run(ctx context.Context, o Options) (Stats, error) {
 	var st Stats
 	if o.DB == "" {
 		return st, errors.New("populate: no database path")
+	}
+	if o.More {
+		return more(ctx, o)
 	}
 	if _, err := os.Stat(o.DB); err == nil {
 		return st, fmt.Errorf("populate: %s exists; the generator only makes new databases", o.DB)
@@ -514,3 +527,90 @@ func body(r *mrand.Rand) string {
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
+
+// more is Run with o.More: it finds the generated users (by name) and
+// their conversations (through each user's conversation list) and appends
+// o.Messages more messages to them.
+func more(ctx context.Context, o Options) (Stats, error) {
+	var st Stats
+	if _, err := os.Stat(o.DB); err != nil {
+		return st, fmt.Errorf("populate --more: %w", err)
+	}
+	if o.Synchronous == "NORMAL" && !o.syncSet {
+		o.Synchronous = "FULL"
+	}
+	db, err := storage.Open(ctx, o.DB, storage.Options{Synchronous: o.Synchronous, BatchSize: o.BatchSize})
+	if err != nil {
+		return st, err
+	}
+	defer db.Close()
+	var users []string
+	index := map[string]int{}
+	for i := 0; ; i++ {
+		u, _, err := db.UserByName(ctx, Username(i))
+		if chat.ErrorCode(err) == chat.ENotFound {
+			break
+		} else if err != nil {
+			return st, err
+		}
+		index[u.ID] = len(users)
+		users = append(users, u.ID)
+	}
+	if len(users) < 2 {
+		return st, fmt.Errorf("populate --more: %s holds no generated users (pop0, pop1, ...)", o.DB)
+	}
+	byID := map[string]*conv{}
+	var groups, directs []*conv
+	for ui, u := range users {
+		var since int64
+		for {
+			ch, err := db.ConversationsSince(ctx, u, since, chat.MaxPageLimit)
+			if err != nil {
+				return st, err
+			}
+			for _, c := range ch.Conversations {
+				if c.Left {
+					continue
+				}
+				cv := byID[c.ID]
+				if cv == nil {
+					cv = &conv{id: c.ID, group: c.Kind == chat.Group}
+					byID[c.ID] = cv
+					if cv.group {
+						groups = append(groups, cv)
+					} else {
+						directs = append(directs, cv)
+					}
+				}
+				cv.members = append(cv.members, ui)
+				since = max(since, c.Version)
+			}
+			if ch.Completed {
+				break
+			}
+		}
+	}
+	// A stable order, so that the same seed ranks the same conversations.
+	sortConvs := func(cs []*conv) { sort.Slice(cs, func(i, j int) bool { return cs[i].id < cs[j].id }) }
+	sortConvs(groups)
+	sortConvs(directs)
+	o.Groups = len(groups)
+	convs := append(groups, directs...)
+	rng := mrand.New(mrand.NewPCG(o.Seed+1, o.Seed^0x9e3779b97f4a7c15))
+	start := time.Now()
+	n, err := appendMessages(ctx, db, o, rng, users, convs)
+	st.Messages = n
+	st.Seconds = time.Since(start).Seconds()
+	if err != nil {
+		return st, err
+	}
+	if st.Seconds > 0 {
+		st.MessagesPerSec = float64(n) / st.Seconds
+	}
+	st.Users, st.Groups, st.Directs = len(users), len(groups), len(directs)
+	if err := db.Close(); err != nil {
+		return st, err
+	}
+	st.FileBytes = FileBytes(o.DB)
+	return st, nil
+}
