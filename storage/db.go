@@ -111,6 +111,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	// busy_timeout comes first so that the pragmas after it wait for
 	// another process instead of failing.
 	pragmas := []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + opts.Synchronous + ")", "foreign_keys(0)"}
+	pragmas = append(pragmas, testPragmas...)
 	dsn := func(extra string) string {
 		q := url.Values{}
 		for _, p := range pragmas {
@@ -166,6 +167,10 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	db.startRetention()
 	return db, nil
 }
+
+// testPragmas are added to every connection's pragmas: tests set
+// max_page_count to see a full disk.
+var testPragmas []string
 
 // Close stops the writer after the queued jobs and closes the database.
 // Closing again returns the first Close's error.
