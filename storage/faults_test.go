@@ -21,7 +21,7 @@ import (
 // heavyMigration stands for a long migration of a big database (an index
 // over millions of rows): long enough to be killed in its middle.
 const heavyMigration = `CREATE TABLE fault_test_rows (n INTEGER PRIMARY KEY, pad TEXT NOT NULL);
-WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 250000)
+WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 20000)
 INSERT INTO fault_test_rows SELECT n, printf('%0120d', n * 7919 % 1000003) FROM c;
 CREATE INDEX fault_test_rows_pad ON fault_test_rows (pad);`
 
@@ -47,7 +47,9 @@ func TestMigrateHelperProcess(t *testing.T) {
 	}
 	storage.AddTestMigration(heavyName, heavyMigration)
 	fmt.Println("migrating")
-	db, err := storage.Open(context.Background(), path, storage.Options{})
+	// A small page cache spills the migration's pages to the WAL early,
+	// so the test sees it under way.
+	db, err := storage.Open(context.Background(), path, storage.Options{CacheKiB: 256})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(2)
@@ -74,7 +76,7 @@ func schemaOf(t *testing.T, path string) int {
 // migration of a generated database leaves it at the schema before that
 // migration, intact; the next start applies the migration to the end.
 func TestKillDuringMigration(t *testing.T) {
-	path := generated(t, 5000)
+	path := generated(t, 2000)
 	before := schemaOf(t, path)
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestMigrateHelperProcess$", "-test.v")
 	cmd.Env = append(os.Environ(), "IMSERVER_FAULT_TEST_DB="+path)
@@ -90,15 +92,15 @@ func TestKillDuringMigration(t *testing.T) {
 	}
 	// Kill once the migration has written to the WAL (the heavy insert
 	// spills pages before its commit), so the kill lands inside it.
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		fi, err := os.Stat(path + "-wal")
-		if err == nil && fi.Size() > 4<<20 {
+		if err == nil && fi.Size() > 1<<20 {
 			break
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			t.Fatal("the migration never wrote 4 MiB to the WAL")
+			t.Fatal("the migration never wrote 1 MiB to the WAL")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -149,13 +151,18 @@ func TestDiskFullDuringPopulation(t *testing.T) {
 // with a clear error and leaves the schema where it was; with space, the
 // next start completes it.
 func TestDiskFullDuringMigration(t *testing.T) {
-	path := generated(t, 5000)
+	path := generated(t, 2000)
 	before := schemaOf(t, path)
 	storage.AddTestMigration(heavyName, heavyMigration)
 	defer storage.AddTestMigration("9998_noop.sql", "SELECT 1;")
 	defer storage.SetTestPragmas()
-	storage.SetTestPragmas("max_page_count(3000)")
-	_, err := storage.Open(context.Background(), path, storage.Options{})
+	// Room for a third of what the migration writes.
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage.SetTestPragmas(fmt.Sprintf("max_page_count(%d)", fi.Size()/4096+600))
+	_, err = storage.Open(context.Background(), path, storage.Options{})
 	if err == nil || !strings.Contains(err.Error(), "database or disk is full") || !strings.Contains(err.Error(), heavyName) {
 		t.Fatalf("migration on a full disk: %v", err)
 	}
