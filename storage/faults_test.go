@@ -191,4 +191,3 @@ func TestDiskFullDuringMigration(t *testing.T) {
 		t.Fatalf("conversations of pop0: %d, %v", len(ch.Conversations), err)
 	}
 }
-
