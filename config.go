@@ -55,6 +55,7 @@ type Config struct {
 		AllowedOrigins []string      `yaml:"allowed_origins"`
 		SessionQueue   int           `yaml:"session_queue"`
 		WriteTimeout   time.Duration `yaml:"write_timeout"`
+		PresenceGrace  time.Duration `yaml:"presence_grace"`
 	} `yaml:"websocket"`
 	Chat struct {
 		AckFlushInterval time.Duration `yaml:"ack_flush_interval"`
@@ -109,6 +110,7 @@ func defaultConfig() Config {
 	c.SQLite.BatchSize = 1000
 	c.WebSocket.SessionQueue = 512
 	c.WebSocket.WriteTimeout = 10 * time.Second
+	c.WebSocket.PresenceGrace = 5 * time.Second
 	c.Chat.AckFlushInterval = 200 * time.Millisecond
 	c.Chat.ReceiptInterval = time.Second
 	c.Log.Level = "info"
@@ -220,6 +222,9 @@ func (c *Config) validate() error {
 		if c.Storm.Window <= 0 || c.Storm.FlushInterval <= 0 {
 			return fmt.Errorf("storm.window and storm.flush_interval must be positive")
 		}
+	}
+	if c.WebSocket.PresenceGrace <= 0 || c.WebSocket.PresenceGrace > 5*time.Second {
+		return fmt.Errorf("websocket.presence_grace must be above 0 and at most 5s, not %s", c.WebSocket.PresenceGrace)
 	}
 	if c.Limits.MaxBodyBytes < 1 {
 		return fmt.Errorf("limits.max_body_bytes must be >= 1, not %d", c.Limits.MaxBodyBytes)

@@ -29,13 +29,16 @@ type Sizes struct {
 
 // Options configure a bench run.
 type Options struct {
-	URL        string // drive this running server; empty = embedded
-	Embedded   bool
-	ServerBin  string // binary for embedded mode
-	Scenario   string // send|fanout|catchup|idle|mixed|all
-	Sizes      Sizes
-	RateSet    bool // Sizes.Rate was given (0 then means flat out, not the default)
-	BodySize   int
+	URL       string // drive this running server; empty = embedded
+	Embedded  bool
+	ServerBin string // binary for embedded mode
+	Scenario  string // send|fanout|catchup|idle|mixed|all
+	Sizes     Sizes
+	RateSet   bool // Sizes.Rate was given (0 then means flat out, not the default)
+	BodySize  int
+	// Mix is the kinds of the sends: "team" mixes in reactions, edits and
+	// deletes (the mixed scenario's default), "none" sends text only.
+	Mix        string
 	Inflight   int // unanswered sends per sender
 	SQLiteSync string
 	JSON       bool
@@ -116,6 +119,7 @@ command fails if any of them is off.`,
 	f.Float64Var(&o.Sizes.Rate, "rate", 0, "messages/s over all senders; 0 = flat out (default flat out; mixed: 2000)")
 	f.DurationVar(&o.Sizes.Duration, "duration", 0, "stop sending after this long (mixed: default 10s)")
 	f.IntVar(&o.BodySize, "body-size", 64, "message body bytes")
+	f.StringVar(&o.Mix, "mix", "", "team: 10% reactions, 3% edits, 1% deletes among the sends, checked folded at the end (default in mixed); none: text only")
 	f.IntVar(&o.Inflight, "inflight", 100, "unanswered sends allowed per sender")
 	f.StringVar(&o.SQLiteSync, "sqlite-sync", "FULL", "FULL|NORMAL: sqlite.synchronous of the embedded server")
 	f.BoolVar(&o.JSON, "json", false, "print the results as JSON instead of a table")
@@ -141,6 +145,11 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	}
 	if o.Inflight <= 0 {
 		o.Inflight = 100
+	}
+	switch o.Mix {
+	case "", "team", "none":
+	default:
+		return nil, fmt.Errorf("--mix must be team or none, not %q", o.Mix)
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 10 * time.Second

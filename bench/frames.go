@@ -15,6 +15,13 @@ type wireMessage struct {
 	From        string `json:"from"`
 	ClientMsgID string `json:"client_msg_id"`
 	Body        string `json:"body"`
+	// v1.1 folded state of a pulled text message.
+	EditedAt  int64 `json:"edited_at"`
+	Deleted   bool  `json:"deleted"`
+	Reactions []struct {
+		Emoji string   `json:"emoji"`
+		Users []string `json:"users"`
+	} `json:"reactions"`
 }
 
 // view is m in the form the checks read (it copies: slow paths only).

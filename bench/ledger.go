@@ -88,6 +88,8 @@ type recvState struct {
 	resynced bool // live delivery was cut at least once
 	syncing  bool // a sync chain is running
 	again    bool // another cut arrived while syncing
+
+	mix *teamConv // the team mix's state, nil until used
 }
 
 // advance moves contig past what is now held.

@@ -24,6 +24,7 @@ type run struct {
 	ackLatency histogram // send → sent
 	stats      stats
 	stopping   atomic.Bool
+	mix        bool // the team mix is on
 	meas       measure
 
 	users    []*benchUser
@@ -52,7 +53,7 @@ type stats struct {
 
 func newRun(name string, o Options, sz Sizes, api *apiClient) *run {
 	return &run{
-		opts: o, sizes: sz, name: name, api: api,
+		opts: o, sizes: sz, name: name, api: api, mix: o.Mix == "team" || (o.Mix == "" && name == "mixed"),
 		wsHTTP:     &http.Client{Transport: newWSTransport()},
 		epoch:      time.Now(),
 		ledger:     newLedger(),

@@ -138,6 +138,7 @@ func (r *run) everyoneOnline(ctx context.Context, res *Result, groups func(users
 		duration: r.sizes.Duration,
 	})
 	r.drain(ctx)
+	r.checkFolds(ctx)
 	return ctx.Err()
 }
 

@@ -96,6 +96,7 @@ func runMixed(ctx context.Context, r *run, res *Result) error {
 		r.note("churn", fmt.Sprintf("%d sessions dropped off and came back, pulling with sync", cycles))
 	}
 	r.drain(ctx)
+	r.checkFolds(ctx)
 	return ctx.Err()
 }
 

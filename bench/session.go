@@ -47,6 +47,7 @@ type pendingSend struct {
 	st     *recvState
 	sentAt time.Duration // also in the body, so the frame can be rebuilt for a retry
 	tries  int
+	mu     mutation // the team mix: what the send changes
 }
 
 func newSession(id int, u *benchUser, r *run) *session {
@@ -239,7 +240,7 @@ func (s *session) handle(f *frame, b []byte) {
 		if f.Active {
 			s.run.stats.storms.Add(1)
 		}
-	case "hello", "pong", "read", "receipt", "conversation":
+	case "hello", "pong", "read", "receipt", "conversation", "typing", "presence":
 	default:
 		s.run.stats.unknownFrames.Add(1)
 	}
@@ -339,9 +340,14 @@ func (s *session) sendBatch(sts []*recvState, bodySize int) error {
 	first := s.nextCmid + 1
 	for _, st := range sts {
 		s.nextCmid++
-		buf = appendSendFrame(buf, st.convJSON, s.cmidPrefix, s.nextCmid, now, bodySize)
+		p := pendingSend{st: st, sentAt: now, mu: s.pickMutation(st)}
+		if p.mu.kind == sendText {
+			buf = appendSendFrame(buf, st.convJSON, s.cmidPrefix, s.nextCmid, now, bodySize)
+		} else {
+			buf = appendMutationFrame(buf, st.convJSON, s.cmidPrefix, s.nextCmid, now, bodySize, p.mu)
+		}
 		ends = append(ends, len(buf))
-		s.pending[s.nextCmid] = pendingSend{st: st, sentAt: now}
+		s.pending[s.nextCmid] = p
 	}
 	wc := s.conn
 	s.mu.Unlock()
@@ -414,6 +420,9 @@ func (s *session) confirm(req []byte, m *message, dup bool, now time.Duration) {
 			p.st.own++
 		}
 		p.st.advance()
+		if s.run.mix {
+			p.st.confirmedMix(p, m.Seq)
+		}
 		s.mu.Unlock()
 	}
 }
@@ -464,7 +473,7 @@ func (s *session) frameError(f *frame, b []byte) {
 	if wait <= 0 {
 		wait = 100 * time.Millisecond
 	}
-	frame := appendSendFrame(nil, p.st.convJSON, s.cmidPrefix, n, p.sentAt, s.run.opts.BodySize)
+	frame := s.appendFrame(nil, p, n)
 	go func() {
 		time.Sleep(wait)
 		if err := s.write(frame); err != nil {

@@ -16,20 +16,22 @@ const (
 // Conversation is one user's entry of a conversation: the shared fields plus
 // the caller's own range, markers and version.
 type Conversation struct {
-	ID           string   `json:"id"`
-	Kind         string   `json:"kind"`
-	Name         string   `json:"name"`
-	MembersCount int      `json:"members_count"`
-	MaxSeq       int64    `json:"max_seq"`
-	MinSeq       int64    `json:"min_seq"`
-	ReadSeq      int64    `json:"read_seq"`
-	LastAckSeq   int64    `json:"last_ack_seq"`
-	Unread       int64    `json:"unread"`
-	Version      int64    `json:"version"`
-	Role         string   `json:"role"`
-	Left         bool     `json:"left"`
-	Peer         *User    `json:"peer,omitempty"`
-	LastMessage  *Message `json:"last_message,omitempty"`
+	ID           string `json:"id"`
+	Kind         string `json:"kind"`
+	Name         string `json:"name"`
+	MembersCount int    `json:"members_count"`
+	MaxSeq       int64  `json:"max_seq"`
+	MinSeq       int64  `json:"min_seq"`
+	ReadSeq      int64  `json:"read_seq"`
+	LastAckSeq   int64  `json:"last_ack_seq"`
+	Unread       int64  `json:"unread"`
+	// Mentions counts the caller's unread messages that mention it.
+	Mentions    int64    `json:"mentions"`
+	Version     int64    `json:"version"`
+	Role        string   `json:"role"`
+	Left        bool     `json:"left"`
+	Peer        *User    `json:"peer,omitempty"`
+	LastMessage *Message `json:"last_message,omitempty"`
 }
 
 // Member is a current member of a conversation as GET .../members lists it.

@@ -5,7 +5,20 @@ package chat
 const (
 	KindText   = "text"
 	KindSystem = "system"
+	// Mutations (v1.1): messages with seqs of their own that change the
+	// text message named by Target.
+	KindEdit     = "edit"
+	KindDelete   = "delete"
+	KindReaction = "reaction"
 )
+
+// IsMutation reports whether kind changes another message.
+func IsMutation(kind string) bool {
+	return kind == KindEdit || kind == KindDelete || kind == KindReaction
+}
+
+// MaxEmojiBytes bounds a reaction's emoji (an emoji or a :name:).
+const MaxEmojiBytes = 64
 
 // Message is one stored message of a conversation.
 type Message struct {
@@ -17,9 +30,31 @@ type Message struct {
 	Body        string `json:"body"`
 	TS          int64  `json:"ts"`
 
+	// Mutations: the seq changed, and for reactions the emoji and whether
+	// it is added or taken back.
+	Target int64  `json:"target,omitempty"`
+	Emoji  string `json:"emoji,omitempty"`
+	On     *bool  `json:"on,omitempty"`
+	// ReplyTo is the seq a text message answers.
+	ReplyTo int64 `json:"reply_to,omitempty"`
+	// Mentions are the ids of the members a text or edit body mentions.
+	Mentions []string `json:"mentions,omitempty"`
+	// Folded state of a text message as pulled: when it was last edited,
+	// whether it was deleted (then Body is ""), its reactions by first
+	// use. Live messages carry none of it.
+	EditedAt  int64      `json:"edited_at,omitempty"`
+	Deleted   bool       `json:"deleted,omitempty"`
+	Reactions []Reaction `json:"reactions,omitempty"`
+
 	// Origin is the session that sent the message, so that it gets `sent`
 	// instead of `msg`. Empty for HTTP sends. Never stored.
 	Origin string `json:"-"`
+}
+
+// Reaction is one emoji on a message and who put it there, in order.
+type Reaction struct {
+	Emoji string   `json:"emoji"`
+	Users []string `json:"users"`
 }
 
 // Page is a slice of a conversation's messages as the caller may see them.

@@ -14,6 +14,12 @@ type SendRequest struct {
 	ClientMsgID string
 	Body        string
 	Kind        string
+	// v1.1: the message a mutation changes, a reaction's emoji and
+	// direction, the message a text answers.
+	Target  int64
+	Emoji   string
+	On      *bool
+	ReplyTo int64
 	// Origin is the sending session; empty for HTTP.
 	Origin string
 }
@@ -33,7 +39,7 @@ func failed(err error) Pending {
 // returns waits for the outcome. Messages submitted one after another by
 // one caller are stored in that order.
 func (s *Service) Submit(ctx context.Context, from string, req SendRequest) Pending {
-	m, err := s.checkSend(ctx, from, &req)
+	m, r, err := s.checkSend(ctx, from, &req)
 	if err != nil {
 		return failed(err)
 	}
@@ -41,14 +47,22 @@ func (s *Service) Submit(ctx context.Context, from string, req SendRequest) Pend
 		return func() (Message, bool, error) { return *m, true, nil }
 	}
 	s.recordStorm(ctx, req.Conv)
-	wait := s.store.Append(ctx, Message{
+	msg := Message{
 		Conv:        req.Conv,
 		From:        from,
 		ClientMsgID: req.ClientMsgID,
 		Kind:        req.Kind,
 		Body:        req.Body,
+		Target:      req.Target,
+		Emoji:       req.Emoji,
+		On:          req.On,
+		ReplyTo:     req.ReplyTo,
 		Origin:      req.Origin,
-	})
+	}
+	if req.Kind == KindText || req.Kind == KindEdit {
+		msg.Mentions = mentions(r, from, req.Body)
+	}
+	wait := s.store.Append(ctx, msg)
 	return func() (Message, bool, error) {
 		m, dup, err := wait()
 		if err != nil {
@@ -61,45 +75,92 @@ func (s *Service) Submit(ctx context.Context, from string, req SendRequest) Pend
 }
 
 // checkSend validates a send; it returns the stored message when the send is a
-// known retry.
-func (s *Service) checkSend(ctx context.Context, from string, req *SendRequest) (*Message, error) {
+// known retry, and the conversation's roster.
+func (s *Service) checkSend(ctx context.Context, from string, req *SendRequest) (*Message, *cachedRoster, error) {
 	if req.Conv == "" {
-		return nil, Errorf(EBadRequest, "conv is required")
+		return nil, nil, Errorf(EBadRequest, "conv is required")
 	}
 	if n := len(req.ClientMsgID); n == 0 || utf8.RuneCountInString(req.ClientMsgID) > maxClientMsgIDLen {
-		return nil, Errorf(EBadRequest, "client_msg_id must be 1-%d characters", maxClientMsgIDLen)
+		return nil, nil, Errorf(EBadRequest, "client_msg_id must be 1-%d characters", maxClientMsgIDLen)
 	}
 	if req.Kind == "" {
 		req.Kind = KindText
 	}
-	if req.Kind != KindText {
-		return nil, Errorf(EBadRequest, "kind must be %q", KindText)
-	}
-	if req.Body == "" {
-		return nil, Errorf(EBadRequest, "body is required")
+	if err := checkKind(req); err != nil {
+		return nil, nil, err
 	}
 	if len(req.Body) > s.cfg.MaxBodyBytes {
-		return nil, &Error{Code: ETooLarge, Message: "body is over the limit"}
+		return nil, nil, &Error{Code: ETooLarge, Message: "body is over the limit"}
 	}
 	if !utf8.ValidString(req.Body) || !utf8.ValidString(req.ClientMsgID) {
-		return nil, Errorf(EBadRequest, "body and client_msg_id must be UTF-8")
+		return nil, nil, Errorf(EBadRequest, "body and client_msg_id must be UTF-8")
 	}
-	if _, err := s.member(ctx, req.Conv, from); err != nil {
-		return nil, err
+	r, err := s.member(ctx, req.Conv, from)
+	if err != nil {
+		return nil, nil, err
 	}
 	// A retry is answered before the rate limit: it costs nothing and a
 	// client retrying after a timeout must learn its seq.
 	if m, ok := s.retried(ctx, from, req); ok {
-		return &m, nil
+		return &m, r, nil
 	}
 	if ok, wait := s.limits.allow(from, time.Now()); !ok {
 		ms := wait.Milliseconds()
 		if ms < 1 {
 			ms = 1
 		}
-		return nil, &Error{Code: ERateLimited, Message: "sending too fast", RetryAfterMS: ms}
+		return nil, nil, &Error{Code: ERateLimited, Message: "sending too fast", RetryAfterMS: ms}
 	}
-	return nil, nil
+	return nil, r, nil
+}
+
+// checkKind checks the fields each kind needs and takes. What depends on
+// the target's state (its sender, whether it was deleted, who reacted) is
+// decided by the store in the write transaction.
+func checkKind(req *SendRequest) error {
+	if req.ReplyTo < 0 || req.Target < 0 {
+		return Errorf(EBadRequest, "reply_to and target must be seqs")
+	}
+	if req.Kind != KindText && req.ReplyTo != 0 {
+		return Errorf(EBadRequest, "only a text message takes reply_to")
+	}
+	if req.Kind != KindReaction && (req.Emoji != "" || req.On != nil) {
+		return Errorf(EBadRequest, "only a reaction takes emoji and on")
+	}
+	switch req.Kind {
+	case KindText:
+		if req.Body == "" {
+			return Errorf(EBadRequest, "body is required")
+		}
+		if req.Target != 0 {
+			return Errorf(EBadRequest, "a text message takes no target")
+		}
+		return nil
+	case KindEdit:
+		if req.Body == "" {
+			return Errorf(EBadRequest, "an edit needs a body (delete the message instead)")
+		}
+	case KindDelete:
+		if req.Body != "" {
+			return Errorf(EBadRequest, "a delete takes no body")
+		}
+	case KindReaction:
+		if req.Body != "" {
+			return Errorf(EBadRequest, "a reaction takes no body")
+		}
+		if n := len(req.Emoji); n == 0 || n > MaxEmojiBytes || !utf8.ValidString(req.Emoji) {
+			return Errorf(EBadRequest, "emoji must be 1-%d bytes of UTF-8", MaxEmojiBytes)
+		}
+		if req.On == nil {
+			return Errorf(EBadRequest, "a reaction needs on (true or false)")
+		}
+	default:
+		return Errorf(EBadRequest, "kind must be text, edit, delete or reaction")
+	}
+	if req.Target == 0 {
+		return Errorf(EBadRequest, "%s needs a target", req.Kind)
+	}
+	return nil
 }
 
 // Committed is the store's commit hook: it receives every batch of newly

@@ -74,6 +74,7 @@ type Service struct {
 	hashing  chan struct{} // bounds concurrent password hashing (memory-hard)
 	storm    *stormMode    // nil when storm mode is off
 	obs      Observer
+	typing   typingLimiter
 
 	commits chan []Message
 	stop    chan struct{}

@@ -57,6 +57,9 @@ type ConversationStore interface {
 	Conversation(ctx context.Context, conv, user string) (Conversation, error)
 	ConversationsSince(ctx context.Context, user string, since int64, limit int) (Changes, error)
 	MaxVersion(ctx context.Context, user string) (int64, error)
+	// Contacts lists the users who are members of a conversation user is a
+	// member of (not user itself).
+	Contacts(ctx context.Context, user string) ([]string, error)
 }
 
 // MessageStore holds messages.
@@ -71,6 +74,10 @@ type MessageStore interface {
 	Append(ctx context.Context, m Message) Pending
 	// Messages returns a page of what user may see of conv.
 	Messages(ctx context.Context, conv, user string, q PageQuery) (Page, error)
+	// Search returns the text messages user may see whose current body
+	// matches q, newest first; ENotFound or ENotMember for a q.Conv the
+	// user cannot search.
+	Search(ctx context.Context, user string, q SearchQuery) (SearchResults, error)
 }
 
 // Pending waits for a queued message and returns it as stored, whether it
@@ -119,12 +126,13 @@ type Event struct {
 	// ExceptSession is not sent the event (the session that caused it).
 	ExceptSession string
 
-	Message      *Message      // msg
-	Seq          int64         // read, receipt
-	User         string        // receipt: who read
+	Message *Message // msg
+	Seq     int64    // read, receipt
+	User    string   // receipt: who read; typing, presence: who
+
 	Reads        []Read        // receipt in groups: every reader of the interval
 	Conversation *Conversation // conversation
-	Active       bool          // storm
+	Active       bool          // storm; presence: online
 	Count        int           // storm
 	WindowMS     int64         // storm
 	// Messages of one conversation in seq order (batch). Each keeps its

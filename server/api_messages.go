@@ -44,18 +44,21 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 		ClientMsgID string  `json:"client_msg_id"`
 		Body        *string `json:"body"`
 		Kind        string  `json:"kind"`
+		Target      *int64  `json:"target"`
+		Emoji       string  `json:"emoji"`
+		On          *bool   `json:"on"`
+		ReplyTo     *int64  `json:"reply_to"`
 	}
 	if err := s.decode(w, r, &body); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if body.Body == nil {
+	if body.Body == nil && !bodyOptional(body.Kind) {
 		s.writeError(w, r, chat.Errorf(chat.EBadRequest, "body is required"))
 		return
 	}
-	m, dup, err := s.chat.Send(r.Context(), userOf(r).ID, chat.SendRequest{
-		Conv: r.PathValue("id"), ClientMsgID: body.ClientMsgID, Body: *body.Body, Kind: body.Kind,
-	})
+	m, dup, err := s.chat.Send(r.Context(), userOf(r).ID,
+		sendRequest(r.PathValue("id"), body.ClientMsgID, body.Body, body.Kind, body.Target, body.Emoji, body.On, body.ReplyTo))
 	if err != nil {
 		if chat.ErrorCode(err) == chat.ERateLimited {
 			s.metrics.RateLimited.Inc()

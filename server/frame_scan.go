@@ -71,6 +71,23 @@ func (f *clientFrame) set(key string, v []byte) bool {
 		}
 		f.Body = &s
 		return true
+	case "emoji":
+		return setString(&f.Emoji, v)
+	case "target":
+		return setInt(&f.Target, v)
+	case "reply_to":
+		return setInt(&f.ReplyTo, v)
+	case "on":
+		switch string(v) {
+		case "null":
+			f.On = nil
+		case "true", "false":
+			b := v[0] == 't'
+			f.On = &b
+		default:
+			return false
+		}
+		return true
 	case "seq":
 		return setInt(&f.Seq, v)
 	case "after_seq":

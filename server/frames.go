@@ -15,6 +15,9 @@ const (
 	frameRead = "read"
 	frameSync = "sync"
 	framePing = "ping"
+	// typing is ephemeral: relayed to the conversation's other online
+	// members, never stored, never answered.
+	frameTyping = "typing"
 )
 
 // clientFrame is any frame a client sends. Pointers tell a missing field
@@ -26,6 +29,10 @@ type clientFrame struct {
 	ClientMsgID string  `json:"client_msg_id"`
 	Body        *string `json:"body"`
 	Kind        string  `json:"kind"`
+	Target      *int64  `json:"target"`
+	Emoji       string  `json:"emoji"`
+	On          *bool   `json:"on"`
+	ReplyTo     *int64  `json:"reply_to"`
 	Seq         *int64  `json:"seq"`
 	AfterSeq    *int64  `json:"after_seq"`
 	Limit       *int    `json:"limit"`
@@ -71,7 +78,12 @@ func (f *clientFrame) check() error {
 		if err := need(f.ClientMsgID != "", "client_msg_id"); err != nil {
 			return err
 		}
-		return need(f.Body != nil, "body")
+		if !bodyOptional(f.Kind) {
+			return need(f.Body != nil, "body")
+		}
+		return nil
+	case frameTyping:
+		return need(f.Conv != "", "conv")
 	case frameAck, frameRead:
 		if err := need(f.Conv != "", "conv"); err != nil {
 			return err
@@ -103,6 +115,27 @@ func (f *clientFrame) check() error {
 	}
 }
 
+// bodyOptional reports whether a send of kind may leave out body (a
+// delete or a reaction has none).
+func bodyOptional(kind string) bool {
+	return kind == chat.KindDelete || kind == chat.KindReaction
+}
+
+// sendRequest turns a send frame or body into the domain's request.
+func sendRequest(conv, clientMsgID string, body *string, kind string, target *int64, emoji string, on *bool, replyTo *int64) chat.SendRequest {
+	r := chat.SendRequest{Conv: conv, ClientMsgID: clientMsgID, Kind: kind, Emoji: emoji, On: on}
+	if body != nil {
+		r.Body = *body
+	}
+	if target != nil {
+		r.Target = *target
+	}
+	if replyTo != nil {
+		r.ReplyTo = *replyTo
+	}
+	return r
+}
+
 // Server frames. Each is encoded once per event, whatever the number of
 // recipients.
 type (
@@ -111,6 +144,8 @@ type (
 		User      chat.User `json:"user"`
 		Session   string    `json:"session"`
 		Sequences sequences `json:"sequences"`
+		// Online are the caller's contacts online now (v1.1).
+		Online []string `json:"online"`
 	}
 	sequences struct {
 		Conversations int64 `json:"conversations"`
@@ -163,6 +198,16 @@ type (
 		Count    int    `json:"count"`
 		WindowMS int64  `json:"window_ms"`
 	}
+	typingFrame struct {
+		Type string `json:"type"`
+		Conv string `json:"conv"`
+		User string `json:"user"`
+	}
+	presenceFrame struct {
+		Type   string `json:"type"`
+		User   string `json:"user"`
+		Online bool   `json:"online"`
+	}
 	convFrame struct {
 		Type string `json:"type"`
 		Conv string `json:"conv"`
@@ -194,6 +239,10 @@ func encodeEvent(ev *chat.Event) (frame, msg []byte, err error) {
 		v = receiptFrame{Type: "receipt", Conv: ev.Conv, User: ev.User, Seq: ev.Seq, Reads: ev.Reads}
 	case chat.EventConversation:
 		v = conversationFrame{Type: "conversation", Conversation: ev.Conversation}
+	case chat.EventTyping:
+		v = typingFrame{Type: "typing", Conv: ev.Conv, User: ev.User}
+	case chat.EventPresence:
+		v = presenceFrame{Type: "presence", User: ev.User, Online: ev.Active}
 	case chat.EventStorm:
 		v = stormFrame{Type: "storm", Conv: ev.Conv, Active: ev.Active, Count: ev.Count, WindowMS: ev.WindowMS}
 	default:

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/imserver/imserver/chat"
@@ -26,6 +27,11 @@ func FuzzDecodeFrame(f *testing.F) {
 		`{"type":"ack","conv":"c","seq":-1}`,
 		`{"type":"sync","conv":"c","after_seq":"x"}`,
 		`{"type":"send","conv":"c","client_msg_id":"m","body":null}`,
+		`{"type":"send","conv":"c","client_msg_id":"m","kind":"reaction","target":3,"emoji":"👍","on":true}`,
+		`{"type":"send","conv":"c","client_msg_id":"m","kind":"delete","target":3}`,
+		`{"type":"send","conv":"c","client_msg_id":"m","kind":"edit","target":3}`,
+		`{"type":"typing","conv":"c"}`,
+		`{"type":"typing"}`,
 		`{"type":"ping"}{"type":"ping"}`,
 		"\xff\xfe",
 	} {
@@ -41,7 +47,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 		switch fr.Type {
 		case frameSend:
-			if fr.Conv == "" || fr.ClientMsgID == "" || fr.Body == nil {
+			if fr.Conv == "" || fr.ClientMsgID == "" || (fr.Body == nil && !bodyOptional(fr.Kind)) {
 				t.Fatalf("accepted send without required fields: %q", data)
 			}
 		case frameAck, frameRead:
@@ -51,6 +57,10 @@ func FuzzDecodeFrame(f *testing.F) {
 		case frameSync:
 			if fr.Conv == "" || fr.AfterSeq == nil || *fr.AfterSeq < 0 || (fr.Limit != nil && *fr.Limit < 1) {
 				t.Fatalf("accepted sync with bad fields: %q", data)
+			}
+		case frameTyping:
+			if fr.Conv == "" {
+				t.Fatalf("accepted typing without conv: %q", data)
 			}
 		case framePing:
 		default:
@@ -69,6 +79,11 @@ func FuzzScanFrame(f *testing.F) {
 		` { "type" : "read" , "conv":"c", "seq": 12 } `,
 		`{"type":"send","body":null,"seq":null,"limit":null}`,
 		`{"type":"send","body":"a","body":null}`,
+		`{"type":"send","req":"1","conv":"c","client_msg_id":"m","kind":"reaction","target":7,"emoji":"👍","on":false}`,
+		`{"type":"send","conv":"c","client_msg_id":"m","body":"re","reply_to":2,"on":null,"target":null}`,
+		`{"on":1}`,
+		`{"on":"true"}`,
+		`{"typing":true,"type":"typing","conv":"c"}`,
 		`{"x":{"a":[1,"}",{"b":"\""}]},"type":"ping","y":[],"z":true,"w":1.5e3}`,
 		`{"Type":"ping"}`,
 		`{"ſeq":1}`,
@@ -106,6 +121,9 @@ func TestScanFrameTakesCommonFrames(t *testing.T) {
 		`{"type":"read","req":"r","conv":"c_1","seq":42}`,
 		`{"type":"sync","req":"s","conv":"c_1","after_seq":0,"limit":100}`,
 		`{"type":"ping","req":"p","extension":{"a":[1,2]}}`,
+		`{"type":"send","req":"2","conv":"c_1","client_msg_id":"m-2","kind":"reaction","target":1,"emoji":"🎉","on":true}`,
+		`{"type":"send","req":"3","conv":"c_1","client_msg_id":"m-3","body":"ok","reply_to":1}`,
+		`{"type":"typing","conv":"c_1"}`,
 	} {
 		if _, ok := scanFrame([]byte(s)); !ok {
 			t.Errorf("scanFrame left %s to encoding/json", s)
@@ -116,10 +134,31 @@ func TestScanFrameTakesCommonFrames(t *testing.T) {
 // FuzzAppendMessage holds the hand-written encoders to encoding/json, byte
 // for byte.
 func FuzzAppendMessage(f *testing.F) {
-	f.Add("c_1", int64(7), "u_1", "m-1", "text", "hello", int64(1700000000000), "r1", false)
-	f.Add("c", int64(-1), "", "<&>", "system", "héllo \"quoted\" \\ \n\t\u2028 \xff", int64(0), "", true)
-	f.Fuzz(func(t *testing.T, conv string, seq int64, from, id, kind, body string, ts int64, req string, dup bool) {
-		m := chat.Message{Conv: conv, Seq: seq, From: from, ClientMsgID: id, Kind: kind, Body: body, TS: ts}
+	f.Add("c_1", int64(7), "u_1", "m-1", "text", "hello", int64(1700000000000), "r1", false, int64(0), "", byte(0), int64(0), "", int64(0), "", "")
+	f.Add("c", int64(-1), "", "<&>", "system", "héllo \"quoted\" \\ \n\t\u2028 \xff", int64(0), "", true, int64(3), "👍", byte(1), int64(2), "u1 u<2>", int64(5), "🎉:u1,u2;\xff:", "x")
+	f.Add("c", int64(9), "u", "m", "reaction", "", int64(1), "", false, int64(3), ":+1:", byte(2), int64(0), "", int64(0), ":+1:", "")
+	f.Fuzz(func(t *testing.T, conv string, seq int64, from, id, kind, body string, ts int64, req string, dup bool,
+		target int64, emoji string, on byte, replyTo int64, mentions string, editedAt int64, reactions string, deleted string) {
+		m := chat.Message{Conv: conv, Seq: seq, From: from, ClientMsgID: id, Kind: kind, Body: body, TS: ts,
+			Target: target, Emoji: emoji, ReplyTo: replyTo, EditedAt: editedAt, Deleted: deleted != ""}
+		if on > 0 {
+			b := on > 1
+			m.On = &b
+		}
+		if mentions != "" {
+			m.Mentions = strings.Split(mentions, " ")
+		}
+		// "emoji:user,user;emoji:" (no users: a nil list)
+		if reactions != "" {
+			for _, r := range strings.Split(reactions, ";") {
+				e, users, _ := strings.Cut(r, ":")
+				var us []string
+				if users != "" {
+					us = strings.Split(users, ",")
+				}
+				m.Reactions = append(m.Reactions, chat.Reaction{Emoji: e, Users: us})
+			}
+		}
 		want, err := json.Marshal(m)
 		if err != nil {
 			t.Fatal(err)

@@ -193,6 +193,7 @@ type (
 		ReadSeq      int64        `json:"read_seq"`
 		LastAckSeq   int64        `json:"last_ack_seq"`
 		Unread       int64        `json:"unread"`
+		Mentions     *int64       `json:"mentions"`
 		Version      int64        `json:"version"`
 		Role         string       `json:"role"`
 		Left         bool         `json:"left"`

@@ -25,7 +25,64 @@ func appendMessage(b []byte, m *chat.Message) []byte {
 	b = appendString(b, m.Body)
 	b = append(b, `,"ts":`...)
 	b = strconv.AppendInt(b, m.TS, 10)
+	if m.Target != 0 {
+		b = append(b, `,"target":`...)
+		b = strconv.AppendInt(b, m.Target, 10)
+	}
+	if m.Emoji != "" {
+		b = append(b, `,"emoji":`...)
+		b = appendString(b, m.Emoji)
+	}
+	if m.On != nil {
+		b = append(b, `,"on":`...)
+		b = strconv.AppendBool(b, *m.On)
+	}
+	if m.ReplyTo != 0 {
+		b = append(b, `,"reply_to":`...)
+		b = strconv.AppendInt(b, m.ReplyTo, 10)
+	}
+	if len(m.Mentions) > 0 {
+		b = append(b, `,"mentions":`...)
+		b = appendStrings(b, m.Mentions)
+	}
+	if m.EditedAt != 0 {
+		b = append(b, `,"edited_at":`...)
+		b = strconv.AppendInt(b, m.EditedAt, 10)
+	}
+	if m.Deleted {
+		b = append(b, `,"deleted":true`...)
+	}
+	if len(m.Reactions) > 0 {
+		b = append(b, `,"reactions":[`...)
+		for i := range m.Reactions {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"emoji":`...)
+			b = appendString(b, m.Reactions[i].Emoji)
+			b = append(b, `,"users":`...)
+			b = appendStrings(b, m.Reactions[i].Users)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}')
+}
+
+// appendStrings appends a list of strings; nil is null, as encoding/json
+// has it.
+func appendStrings(b []byte, ss []string) []byte {
+	if ss == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, s)
+	}
+	return append(b, ']')
 }
 
 // appendString quotes s. Printable ASCII other than what encoding/json

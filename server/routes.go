@@ -39,6 +39,7 @@ func (s *Server) apiRoutes() []route {
 		{"POST", "/api/v1/conversations/{id}/read", authed(s.handleRead)},
 		{"POST", "/api/v1/conversations/{id}/messages", authed(s.handleSend)},
 		{"GET", "/api/v1/conversations/{id}/messages", authed(s.handleMessages)},
+		{"GET", "/api/v1/search", authed(s.handleSearch)},
 
 		{"GET", "/api/v1/admin/storms", authed(s.handleStorms)},
 

@@ -25,6 +25,9 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Pprof serves net/http/pprof at /debug/pprof/.
 	Pprof bool
+	// PresenceGrace is how long a user whose last session closed still
+	// counts as online (a reload does not flicker); at most 5 s.
+	PresenceGrace time.Duration
 	// Version, Commit and Schema (the database's newest applied migration)
 	// are reported by /healthz.
 	Version, Commit string
@@ -44,6 +47,9 @@ func (c *Config) setDefaults() {
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second
 	}
+	if c.PresenceGrace <= 0 || c.PresenceGrace > 5*time.Second {
+		c.PresenceGrace = 5 * time.Second
+	}
 }
 
 // Pinger checks a dependency for /healthz.
@@ -59,6 +65,8 @@ type Server struct {
 	ui      http.Handler
 	health  map[string]Pinger
 
+	presence *presence
+
 	closing atomic.Bool // Shutdown began: no session may start
 	http    *http.Server
 	mux     *http.ServeMux
@@ -68,6 +76,7 @@ type Server struct {
 func New(cfg Config, svc *chat.Service, hub *Hub, m *Metrics, ui http.Handler, health map[string]Pinger, log *slog.Logger) *Server {
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, chat: svc, hub: hub, metrics: m, log: log, ui: ui, health: health}
+	s.presence = newPresence(s, cfg.PresenceGrace, log)
 	s.mux = s.routes()
 	s.http = &http.Server{
 		Handler:           s,
@@ -130,5 +139,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		ss.conn.CloseNow()
 		ss.cancel()
 	}
+	s.presence.close()
 	return err
 }

@@ -105,9 +105,15 @@ func (s *session) run(v int64) {
 		s.close(websocket.StatusGoingAway, "server shutting down")
 		return
 	}
+	s.srv.presence.opened(s.user.ID)
+	defer s.srv.presence.closed(s.user.ID)
+	online := []string{}
+	if contacts, err := s.srv.chat.Contacts(s.ctx, s.user.ID); err == nil {
+		online = s.srv.presence.online(s.ctx, contacts)
+	}
 	// hello goes first: events delivered since add wait in the queue, and
 	// no writer starts (writing is set) until hello is out.
-	hello, _ := json.Marshal(helloFrame{Type: "hello", User: s.user, Session: s.id, Sequences: sequences{Conversations: v}})
+	hello, _ := json.Marshal(helloFrame{Type: "hello", User: s.user, Session: s.id, Sequences: sequences{Conversations: v}, Online: online})
 	if err := s.write(hello); err != nil {
 		return
 	}
@@ -166,9 +172,9 @@ func (s *session) handle(f *clientFrame) {
 		if !s.acquire() {
 			return
 		}
-		wait := s.srv.chat.Submit(ctx, s.user.ID, chat.SendRequest{
-			Conv: f.Conv, ClientMsgID: f.ClientMsgID, Body: *f.Body, Kind: f.Kind, Origin: s.id,
-		})
+		req := sendRequest(f.Conv, f.ClientMsgID, f.Body, f.Kind, f.Target, f.Emoji, f.On, f.ReplyTo)
+		req.Origin = s.id
+		wait := s.srv.chat.Submit(ctx, s.user.ID, req)
 		s.pipeline(pendingSend{req: f.Req, wait: wait})
 	case frameAck:
 		req, conv, seq := f.Req, f.Conv, *f.Seq
@@ -200,6 +206,10 @@ func (s *session) handle(f *clientFrame) {
 		})
 	case framePing:
 		s.reply(pongFrame{Type: "pong", Req: f.Req})
+	case frameTyping:
+		// Relayed from the reader: a cached roster and a queue per
+		// recipient, nothing that waits for the database's writer.
+		s.srv.chat.Typing(ctx, s.user.ID, f.Conv)
 	}
 }
 

@@ -60,3 +60,58 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkAppendTeamMix is BenchmarkAppend (FULL) with the team mix: of
+// every 100 appends, 10 reactions, 3 edits and 1 delete of an earlier
+// message, the rest text.
+func BenchmarkAppendTeamMix(b *testing.B) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(b.TempDir(), "bench.db"), Options{Synchronous: "FULL"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	convs := make([]string, 100)
+	for i := range convs {
+		convs[i] = fmt.Sprintf("g%03d", i)
+		if err := db.CreateGroup(ctx, convs[i], convs[i], "u", nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Targets: 50 messages in each group, never deleted twice.
+	for i := range 50 * len(convs) {
+		if _, _, err := db.Append(ctx, chat.Message{Conv: convs[i%100], From: "u", ClientMsgID: fmt.Sprint("t", i), Kind: "text", Body: "hello, world"})(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var n, deletes atomic.Int64
+	b.SetParallelism(256)
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			m := chat.Message{Conv: convs[i%100], From: "u", ClientMsgID: fmt.Sprint(i), Kind: "text", Body: "hello, world"}
+			target := 1 + (i/100)%50
+			switch k := i % 100; {
+			case k < 10:
+				on := (i/100)%2 == 0
+				m.Kind, m.Body, m.Target, m.Emoji, m.On = chat.KindReaction, "", target, "+1", &on
+			case k < 13:
+				m.Kind, m.Body, m.Target = chat.KindEdit, fmt.Sprint("edited ", i), target
+			case k == 13:
+				d := deletes.Add(1)
+				if d > 50*100 {
+					break
+				}
+				m.Conv, m.Kind, m.Body, m.Target = convs[(d-1)%100], chat.KindDelete, "", 1+(d-1)/100
+			}
+			if _, _, err := db.Append(ctx, m)(); err != nil && chat.ErrorCode(err) != chat.EConflict {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/msg")
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"sort"
+	"strings"
 
 	"github.com/imserver/imserver/chat"
 )
@@ -264,17 +265,26 @@ func (db *DB) Roster(ctx context.Context, conv string) (chat.Roster, error) {
 
 // entrySelect reads users' conversation entries. The entry's version is the
 // member row's, or the conversation's while the user is a member; ?1 is the
+// user. Unread counts the seqs past the read marker but the uncounted ones
+// (mutations, deleted messages: few); last_message is the newest text
+// message still there; mentions counts the unread ones that mention the
 // user.
 const entrySelect = `SELECT c.id, c.kind, c.name, c.members_count, m.role, m.min_seq, m.max_seq,
 	COALESCE(m.max_seq, c.max_seq) AS hi, m.last_ack_seq, m.read_seq,
 	MAX(m.version, CASE WHEN m.max_seq IS NULL THEN c.version ELSE 0 END) AS v,
 	pu.id, pu.username, pu.display_name,
-	lm.seq, lm.sender_id, lm.client_msg_id, lm.kind, lm.body, lm.ts
+	lm.seq, lm.sender_id, lm.client_msg_id, lm.kind, lm.body, lm.ts, lm.reply_to, lm.mentions, lm.edited_at,
+	(SELECT COUNT(*) FROM uncounted un WHERE un.conv_id = c.id
+		AND un.seq > MAX(m.read_seq, m.min_seq - 1) AND un.seq <= COALESCE(m.max_seq, c.max_seq)),
+	(SELECT COUNT(*) FROM mentions mn WHERE mn.user_id = m.user_id AND mn.conv_id = c.id
+		AND mn.seq > MAX(m.read_seq, m.min_seq - 1) AND mn.seq <= COALESCE(m.max_seq, c.max_seq))
 FROM members m
 JOIN conversations c ON c.id = m.conv_id
 LEFT JOIN members pm ON c.kind = 'direct' AND pm.conv_id = c.id AND pm.user_id <> m.user_id
 LEFT JOIN users pu ON pu.id = pm.user_id
-LEFT JOIN messages lm ON lm.conv_id = c.id AND lm.seq = COALESCE(m.max_seq, c.max_seq) AND lm.seq >= m.min_seq
+LEFT JOIN messages lm ON lm.conv_id = c.id AND lm.seq = (SELECT l.seq FROM messages l WHERE l.conv_id = c.id
+	AND l.seq <= COALESCE(m.max_seq, c.max_seq) AND l.seq >= m.min_seq AND l.kind = 'text' AND l.deleted IS NULL
+	ORDER BY l.seq DESC LIMIT 1)
 WHERE m.user_id = ?1`
 
 type scanner interface{ Scan(...any) error }
@@ -283,10 +293,11 @@ func scanEntry(s scanner) (chat.Conversation, error) {
 	var c chat.Conversation
 	var maxSeq sql.NullInt64
 	var pid, pname, pdisplay sql.NullString
-	var lseq, lts sql.NullInt64
-	var lfrom, lcmid, lkind, lbody sql.NullString
+	var lseq, lts, lreply, ledited sql.NullInt64
+	var lfrom, lcmid, lkind, lbody, lmentions sql.NullString
+	var uncounted int64
 	err := s.Scan(&c.ID, &c.Kind, &c.Name, &c.MembersCount, &c.Role, &c.MinSeq, &maxSeq, &c.MaxSeq, &c.LastAckSeq, &c.ReadSeq, &c.Version,
-		&pid, &pname, &pdisplay, &lseq, &lfrom, &lcmid, &lkind, &lbody, &lts)
+		&pid, &pname, &pdisplay, &lseq, &lfrom, &lcmid, &lkind, &lbody, &lts, &lreply, &lmentions, &ledited, &uncounted, &c.Mentions)
 	if err != nil {
 		return c, err
 	}
@@ -297,9 +308,12 @@ func scanEntry(s scanner) (chat.Conversation, error) {
 	}
 	if lseq.Valid {
 		c.LastMessage = &chat.Message{Conv: c.ID, Seq: lseq.Int64, From: lfrom.String, ClientMsgID: lcmid.String,
-			Kind: lkind.String, Body: lbody.String, TS: lts.Int64}
+			Kind: lkind.String, Body: lbody.String, TS: lts.Int64, ReplyTo: lreply.Int64, EditedAt: ledited.Int64}
+		if lmentions.String != "" {
+			c.LastMessage.Mentions = strings.Fields(lmentions.String)
+		}
 	}
-	c.Unread = max(0, c.MaxSeq-max(c.ReadSeq, c.MinSeq-1))
+	c.Unread = max(0, c.MaxSeq-max(c.ReadSeq, c.MinSeq-1)-uncounted)
 	return c, nil
 }
 
@@ -353,4 +367,24 @@ func maxVersion(ctx context.Context, q queryRower, user string) (int64, error) {
 	err := q.QueryRowContext(ctx, `SELECT COALESCE(MAX(MAX(m.version, CASE WHEN m.max_seq IS NULL THEN c.version ELSE 0 END)), 0)
 		FROM members m JOIN conversations c ON c.id = m.conv_id WHERE m.user_id = ?`, user).Scan(&v)
 	return v, err
+}
+
+// Contacts implements chat.ConversationStore.
+func (db *DB) Contacts(ctx context.Context, user string) ([]string, error) {
+	rows, err := db.readers.QueryContext(ctx, `SELECT DISTINCT o.user_id FROM members m
+		JOIN members o ON o.conv_id = m.conv_id AND o.max_seq IS NULL AND o.user_id <> m.user_id
+		WHERE m.user_id = ? AND m.max_seq IS NULL`, user)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ids := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }

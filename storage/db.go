@@ -123,7 +123,9 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	// page cache holds a whole batch (1000 messages dirty about 800 pages):
 	// with SQLite's default of 2 MiB it spilled pages to the WAL in the
 	// middle of transactions and reread index pages from the file.
-	w, err := sql.Open("sqlite", dsn("&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=cache_size(-"+strconv.Itoa(opts.CacheKiB)+")"))
+	// secure_delete zeroes what a delete or an overwrite frees, so that an
+	// erased message body is gone from the file, not just unlinked.
+	w, err := sql.Open("sqlite", dsn("&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=cache_size(-"+strconv.Itoa(opts.CacheKiB)+")&_pragma=secure_delete(1)"))
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +175,9 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 var testPragmas []string
 
 // Close stops the writer after the queued jobs and closes the database.
-// Closing again returns the first Close's error.
+// The WAL is checkpointed and truncated last: its old frames may still hold
+// the bytes of erased messages. Closing again returns the first Close's
+// error.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		if db.retention != nil {
@@ -181,7 +185,10 @@ func (db *DB) Close() error {
 		}
 		db.w.close()
 		db.ckpt.close()
-		db.closeErr = errors.Join(db.readers.Close(), db.ckptDB.Close(), db.writer.Close())
+		rerr := db.readers.Close()
+		cerr := db.ckptDB.Close()
+		_, terr := db.writer.ExecContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`)
+		db.closeErr = errors.Join(rerr, cerr, terr, db.writer.Close())
 	})
 	return db.closeErr
 }

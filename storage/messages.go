@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 
 	"github.com/imserver/imserver/chat"
 )
@@ -33,15 +34,22 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	m := j.msg
 	m.Seq = c.r.next
 	m.TS = w.opts.Clock()
+	if hasExtras(&m) {
+		return w.appendExtras(t, j, m)
+	}
 	// The unique index decides duplicates: one statement for the common
 	// case, a look-up only for a retry.
-	ins, err := t.stmt(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts) VALUES (?, ?, ?, ?, ?, ?, ?)
+	ins, err := t.stmt(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (conv_id, sender_id, client_msg_id) DO NOTHING`)
 	if err != nil {
 		return err
 	}
+	doc, err := docOf(t, &m)
+	if err != nil {
+		return err
+	}
 	a := &t.w.insertArgs
-	a[0].Value, a[1].Value, a[2].Value, a[3].Value, a[4].Value, a[5].Value, a[6].Value = m.Conv, m.Seq, m.From, m.ClientMsgID, m.Kind, m.Body, m.TS
+	a[0].Value, a[1].Value, a[2].Value, a[3].Value, a[4].Value, a[5].Value, a[6].Value, a[7].Value = m.Conv, m.Seq, m.From, m.ClientMsgID, m.Kind, m.Body, m.TS, nullInt(doc)
 	res, err := ins.exec.ExecContext(t.ctx, a[:])
 	for i := range a {
 		a[i].Value = nil // keep no message alive
@@ -54,6 +62,27 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	} else if n == 0 {
 		return w.duplicate(t, j, m)
 	}
+	if doc != 0 {
+		if err := w.index(t, m.Conv, m.Seq, doc, m.Body); err != nil {
+			return err
+		}
+	}
+	w.appended(t, j, m)
+	return nil
+}
+
+// docOf returns the search document number of m, 0 when m is not indexed
+// (only text with a body is).
+func docOf(t *wtx, m *chat.Message) (int64, error) {
+	if m.Kind != chat.KindText || m.Body == "" {
+		return 0, nil
+	}
+	return t.nextDoc()
+}
+
+// appended records a stored message in the transaction and answers j.
+func (w *writer) appended(t *wtx, j *job, m chat.Message) {
+	c := j.conv
 	c.r.next++
 	if c.max == 0 {
 		t.touched = append(t.touched, c)
@@ -63,23 +92,95 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	t.committed = append(t.committed, m)
 	m.Origin = ""
 	j.r = result{msg: m}
+}
+
+// appendExtras stores a mutation, a reply or a message with mentions. A
+// retry is looked up first: it gets the first result even where the send
+// would now be refused (the target deleted since).
+func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
+	if found, err := w.findDuplicate(t, j, m); found || err != nil {
+		return err
+	}
+	tg, err := w.checkExtras(t, j, &m)
+	if err != nil {
+		var e *chat.Error
+		if errors.As(err, &e) {
+			j.r = result{err: e}
+			return nil
+		}
+		return err
+	}
+	doc, err := docOf(t, &m)
+	if err != nil {
+		return err
+	}
+	ok, err := insertFull(t, &m, doc)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return w.duplicate(t, j, m)
+	}
+	if err := w.applyExtras(t, j, &m, tg); err != nil {
+		return err
+	}
+	if doc != 0 {
+		if err := w.index(t, m.Conv, m.Seq, doc, m.Body); err != nil {
+			return err
+		}
+	}
+	w.appended(t, j, m)
 	return nil
 }
 
 // duplicate answers j with the message stored earlier under its
 // client_msg_id.
 func (w *writer) duplicate(t *wtx, j *job, m chat.Message) error {
-	find, err := t.stmt(`SELECT seq, kind, body, ts FROM messages WHERE conv_id = ? AND sender_id = ? AND client_msg_id = ?`)
-	if err != nil {
-		return err
+	found, err := w.findDuplicate(t, j, m)
+	if err == nil && !found {
+		err = errors.New("storage: a duplicate message vanished")
 	}
-	prev := m
-	prev.Origin = ""
-	if err := find.QueryRowContext(t.ctx, m.Conv, m.From, m.ClientMsgID).Scan(&prev.Seq, &prev.Kind, &prev.Body, &prev.TS); err != nil {
-		return err
+	return err
+}
+
+// findDuplicate answers j with the message stored earlier under its
+// client_msg_id, if there is one.
+func (w *writer) findDuplicate(t *wtx, j *job, m chat.Message) (bool, error) {
+	find, err := t.stmt(`SELECT ` + messageColumns + ` FROM messages WHERE conv_id = ? AND sender_id = ? AND client_msg_id = ?`)
+	if err != nil {
+		return false, err
+	}
+	prev, err := scanMessage(find.QueryRowContext(t.ctx, m.Conv, m.From, m.ClientMsgID), m.Conv)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	} else if err != nil {
+		return false, err
 	}
 	j.r = result{msg: prev, dup: true}
-	return nil
+	return true, nil
+}
+
+// messageColumns are the columns scanMessage reads.
+const messageColumns = `seq, sender_id, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, edited_at, deleted`
+
+// scanMessage reads a row of messageColumns.
+func scanMessage(s scanner, conv string) (chat.Message, error) {
+	m := chat.Message{Conv: conv}
+	var target, on, replyTo, editedAt, deleted sql.NullInt64
+	var emoji, mentions sql.NullString
+	if err := s.Scan(&m.Seq, &m.From, &m.ClientMsgID, &m.Kind, &m.Body, &m.TS, &target, &emoji, &on, &replyTo, &mentions, &editedAt, &deleted); err != nil {
+		return m, err
+	}
+	m.Target, m.Emoji, m.ReplyTo, m.EditedAt = target.Int64, emoji.String, replyTo.Int64, editedAt.Int64
+	m.Deleted = deleted.Int64 != 0
+	if on.Valid {
+		b := on.Int64 != 0
+		m.On = &b
+	}
+	if mentions.String != "" {
+		m.Mentions = strings.Fields(mentions.String)
+	}
+	return m, nil
 }
 
 // finishMessages moves each conversation's max_seq and version once per
@@ -141,7 +242,7 @@ func (w *writer) beforeFunc(t *wtx) error {
 		c.stored = c.max
 	}
 	for _, s := range t.senders {
-		s.checked = false
+		s.checked, s.rowRead = false, false
 	}
 	return nil
 }
@@ -164,10 +265,10 @@ func (db *DB) Messages(ctx context.Context, conv, user string, q chat.PageQuery)
 	page := chat.Page{Messages: []chat.Message{}, MaxSeq: hi}
 	var rows *sql.Rows
 	if q.Backward {
-		rows, err = tx.QueryContext(ctx, `SELECT seq, sender_id, client_msg_id, kind, body, ts FROM messages
+		rows, err = tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages
 			WHERE conv_id = ? AND seq < ? AND seq >= ? ORDER BY seq DESC LIMIT ?`, conv, min(q.Before, hi+1), lo, q.Limit+1)
 	} else {
-		rows, err = tx.QueryContext(ctx, `SELECT seq, sender_id, client_msg_id, kind, body, ts FROM messages
+		rows, err = tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages
 			WHERE conv_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`, conv, max(q.After, lo-1), hi, q.Limit+1)
 	}
 	if err != nil {
@@ -175,8 +276,8 @@ func (db *DB) Messages(ctx context.Context, conv, user string, q chat.PageQuery)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		m := chat.Message{Conv: conv}
-		if err := rows.Scan(&m.Seq, &m.From, &m.ClientMsgID, &m.Kind, &m.Body, &m.TS); err != nil {
+		m, err := scanMessage(rows, conv)
+		if err != nil {
 			return chat.Page{}, err
 		}
 		page.Messages = append(page.Messages, m)
@@ -192,6 +293,9 @@ func (db *DB) Messages(ctx context.Context, conv, user string, q chat.PageQuery)
 		for i, j := 0, len(page.Messages)-1; i < j; i, j = i+1, j-1 {
 			page.Messages[i], page.Messages[j] = page.Messages[j], page.Messages[i]
 		}
+	}
+	if err := foldReactions(ctx, tx, conv, page.Messages); err != nil {
+		return chat.Page{}, err
 	}
 	return page, nil
 }

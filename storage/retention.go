@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"time"
 )
@@ -125,15 +126,22 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 				n, more = 0, false
 				// The oldest batch of the conversation, in seq order; the
 				// cut ends before the first message inside the window.
-				rs, err := t.QueryContext(t.ctx, `SELECT seq, ts FROM messages WHERE conv_id = ? ORDER BY seq LIMIT ?`, conv, batch)
+				rs, err := t.QueryContext(t.ctx, `SELECT seq, ts, doc, body FROM messages WHERE conv_id = ? ORDER BY seq LIMIT ?`, conv, batch)
 				if err != nil {
 					return err
 				}
+				type indexed struct {
+					doc  int64
+					body string
+				}
+				var docs []indexed
 				var last int64
 				seen := 0
 				for rs.Next() {
 					var seq, ts int64
-					if err := rs.Scan(&seq, &ts); err != nil {
+					var doc sql.NullInt64
+					var body string
+					if err := rs.Scan(&seq, &ts, &doc, &body); err != nil {
 						rs.Close()
 						return err
 					}
@@ -143,6 +151,9 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 					}
 					last = seq
 					n++
+					if doc.Valid {
+						docs = append(docs, indexed{doc.Int64, body})
+					}
 				}
 				rs.Close()
 				if err := rs.Err(); err != nil {
@@ -152,8 +163,25 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 					return nil
 				}
 				more = seen == batch && int(n) == batch
-				_, err = t.ExecContext(t.ctx, `DELETE FROM messages WHERE conv_id = ? AND seq <= ?`, conv, last)
-				return err
+				// What hangs off the deleted messages goes with them: their
+				// search entries (a contentless index needs the old text),
+				// reactions, mention rows and unread exclusions.
+				for _, d := range docs {
+					if err := t.w.forget(t, d.doc, d.body); err != nil {
+						return err
+					}
+				}
+				for _, q := range []string{
+					`DELETE FROM reactions WHERE conv_id = ?1 AND target <= ?2`,
+					`DELETE FROM uncounted WHERE conv_id = ?1 AND seq <= ?2`,
+					`DELETE FROM mentions WHERE user_id IN (SELECT user_id FROM members WHERE conv_id = ?1) AND conv_id = ?1 AND seq <= ?2`,
+					`DELETE FROM messages WHERE conv_id = ?1 AND seq <= ?2`,
+				} {
+					if _, err := t.ExecContext(t.ctx, q, conv, last); err != nil {
+						return err
+					}
+				}
+				return nil
 			})
 			if err != nil {
 				return total, err

@@ -27,8 +27,12 @@ func TestDeleteBefore(t *testing.T) {
 	}
 	send := func(conv string, n int) {
 		t.Helper()
+		body := "ancient words"
+		if now.Load() >= 2_000_000 {
+			body = "recent words"
+		}
 		for i := range n {
-			if _, _, err := db.Append(ctx, chat.Message{Conv: conv, From: "u1", ClientMsgID: fmt.Sprint(conv, now.Load(), i), Kind: "text", Body: "x"})(); err != nil {
+			if _, _, err := db.Append(ctx, chat.Message{Conv: conv, From: "u1", ClientMsgID: fmt.Sprint(conv, now.Load(), i), Kind: "text", Body: body})(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -75,6 +79,29 @@ func TestDeleteBefore(t *testing.T) {
 	}
 	if m.Seq != 6 {
 		t.Fatalf("seq after retention %d, want 6", m.Seq)
+	}
+	// The search index let go of the deleted bodies: a word only they held
+	// finds nothing, one of the kept messages is still found.
+	for word, want := range map[string]int{"ancient": 0, "recent": 1} {
+		res, err := db.Search(ctx, "u2", chat.SearchQuery{Match: `"` + word + `"`, Terms: []string{word}, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Results) < want || (want == 0 && len(res.Results) != 0) {
+			t.Fatalf("search %q after retention: %d hits, want %d", word, len(res.Results), want)
+		}
+	}
+	// ...and holds no entry of them: search_docs and the FTS index count
+	// the kept bodies only.
+	var docs, fts int
+	if err := db.readers.QueryRowContext(ctx, `SELECT COUNT(*) FROM search_docs`).Scan(&docs); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.readers.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH 'words'`).Scan(&fts); err != nil {
+		t.Fatal(err)
+	}
+	if docs != 11 || fts != 10 { // 10 kept in g1, and g2's message sent after the pass
+		t.Fatalf("after retention: %d search_docs rows, %d index entries, want 11 and 10", docs, fts)
 	}
 	// A second pass finds nothing more to delete.
 	if n, err := db.DeleteBefore(ctx, cutoff); err != nil || n != 0 {

@@ -23,7 +23,8 @@ type writer struct {
 	dc    any       // the driver connection under conn
 	stmts map[string]*wstmt
 	// insertArgs is reused by every insert of a message.
-	insertArgs [7]driver.NamedValue
+	insertArgs [8]driver.NamedValue
+	ftsArgs    [2]driver.NamedValue
 
 	seqs seqSource
 	ckpt *checkpointer
@@ -75,6 +76,9 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, ckpt *checkpoint
 	}
 	for i := range w.insertArgs {
 		w.insertArgs[i].Ordinal = i + 1
+	}
+	for i := range w.ftsArgs {
+		w.ftsArgs[i].Ordinal = i + 1
 	}
 	go w.loop()
 	return w, nil

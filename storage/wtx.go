@@ -37,6 +37,7 @@ type wtx struct {
 	ctx context.Context
 
 	version    int64 // last version handed out, 0 until first use
+	doc        int64 // last search document number handed out, 0 until first use
 	versionEnd int64 // value in the counters row at the start
 
 	convs     map[string]*convTx      // conversations messages were queued for
@@ -53,6 +54,7 @@ type convTx struct {
 	reserved bool     // seqs were reserved: a rollback must tell the allocator
 	max      int64    // largest seq appended, 0 for none
 	stored   int64    // max as last written to conversations.max_seq
+	kindName string   // direct or group, read when a mutation needs it
 }
 
 // senderTx is one (conversation, sender) pair of a transaction.
@@ -61,6 +63,10 @@ type senderTx struct {
 	checked    bool  // membership was read in this transaction
 	member     bool  // may send
 	max        int64 // largest seq appended, 0 for none
+	// The sender's member row, read when a mutation or reply needs it.
+	rowRead bool
+	minSeq  int64
+	role    string
 }
 
 // nextVersion hands out the next value of the global version counter.

@@ -73,7 +73,11 @@ export function createApi({ getToken, onUnauthorized }) {
     kick: (id, userId) => request('DELETE', `/conversations/${enc(id)}/members/${enc(userId)}`),
     leave: (id) => post(`/conversations/${enc(id)}/leave`),
     clear: (id) => post(`/conversations/${enc(id)}/clear`),
-    send: (id, clientMsgId, body) => post(`/conversations/${enc(id)}/messages`, { client_msg_id: clientMsgId, body }),
+    // extra: the v1.1 fields (kind, target, emoji, on, reply_to, attachments).
+    send: (id, clientMsgId, body, extra) =>
+      post(`/conversations/${enc(id)}/messages`, { ...extra, client_msg_id: clientMsgId, body }),
+    search: (q, { conv, beforeSeq, limit = 20 } = {}) =>
+      get(`/search?q=${enc(q)}&limit=${limit}${conv ? `&conv=${enc(conv)}` : ''}${beforeSeq ? `&before_seq=${beforeSeq}` : ''}`),
     messagesAfter: (id, afterSeq, limit) => get(`/conversations/${enc(id)}/messages?after_seq=${afterSeq}&limit=${limit}`),
     messagesBefore: (id, beforeSeq, limit) =>
       get(`/conversations/${enc(id)}/messages?before_seq=${beforeSeq}&limit=${limit}`),

@@ -7,6 +7,7 @@ import { Users } from './users.js';
 import { ChatClient } from './chat.js';
 import { ConvList } from './convlist.js';
 import { ConversationView } from './conversation.js';
+import { SearchPanel } from './search.js';
 import { authView } from './auth.js';
 import { detailsDialog, newDirectDialog, newGroupDialog } from './dialogs.js';
 import { h } from './dom.js';
@@ -92,6 +93,9 @@ function startSession(user, token) {
   });
   session.list = list;
   session.view = view;
+  const search = new SearchPanel(client, users, { onOpen: (id, seq) => view.openAt(id, seq), container: list.root });
+  list.root.querySelector('.sidebar-tools').prepend(search.root);
+  list.root.insertBefore(search.panel, list.listEl);
 
   const connText = h('span', { class: 'conn-text' });
   const retryBtn = h('button', { type: 'button', class: 'link', id: 'conn-retry', hidden: true, onClick: () => client.socket.retryNow() }, 'Retry now');

@@ -6,12 +6,16 @@
 //
 // Events: 'convs', 'timeline' (convId), 'message' (convId, msg, live),
 // 'pending' (convId), 'members' (convId), 'storm' (convId), 'conn' (state),
-// 'notice' (text).
+// 'notice' (text), 'mutation' (convId, msg, live): an edit, delete or
+// reaction was folded into a message held (or a quoted one).
 
 import { Emitter } from './util.js';
 import { Socket } from './socket.js';
 import { Timeline } from './timeline.js';
 import { Outbox } from './outbox.js';
+import { fold, isMutation, isText } from './mutations.js';
+import { Presence, TYPING_EVERY_MS } from './presence.js';
+import { newClientMsgId } from './util.js';
 
 const CONV_PAGE = 500;
 const PULL_PAGE = 500;
@@ -57,11 +61,16 @@ export class ChatClient extends Emitter {
     this.openConv = null;
     this.conn = { state: 'stopped' };
     this.outbox = new Outbox(this, `imserver.outbox.${me.id}`);
+    this.presence = new Presence();
+    this.typingSent = new Map();
+    // Quoted messages that are not in a timeline, fetched one by one.
+    this.quotes = new Map();
     this.socket = new Socket({
       url: () => wsURL(token),
       onFrame: (f) => this.onFrame(f),
       onState: (s) => {
         this.conn = s;
+        if (s.state !== 'online') this.presence.offline();
         this.emit('conn', s);
       },
       // A socket that closes before its hello may have a revoked token: a
@@ -91,6 +100,13 @@ export class ChatClient extends Emitter {
     switch (f.type) {
       case 'hello':
         this.onHello(f);
+        this.presence.onHello(f.online);
+        break;
+      case 'typing':
+        if (f.user !== this.me.id) this.presence.onTyping(f);
+        break;
+      case 'presence':
+        this.presence.onPresence(f);
         break;
       case 'msg':
         if (f.message) this.ingest(f.message.conv, [f.message], true);
@@ -103,7 +119,7 @@ export class ChatClient extends Emitter {
         if (f.message) this.ingest(f.message.conv, [f.message], true);
         break;
       case 'messages':
-        if (f.conv) this.ingest(f.conv, f.messages ?? [], false);
+        if (f.conv) this.ingest(f.conv, f.messages ?? [], false, f.max_seq);
         break;
       case 'read':
         this.onRead(f.conv, f.seq);
@@ -228,13 +244,16 @@ export class ChatClient extends Emitter {
   applyConv(c) {
     const old = this.convs.get(c.id);
     if (old && (old.version ?? 0) > (c.version ?? 0)) return;
-    const conv = { ...c, unread: c.unread ?? 0, read_seq: c.read_seq ?? 0, max_seq: c.max_seq ?? 0 };
+    // The entry's last_message is folded as of the entry's max_seq.
+    if (c.last_message && c.max_seq > c.last_message.seq) c.last_message.asOf = c.max_seq;
+    const conv = { ...c, unread: c.unread ?? 0, mentions: c.mentions ?? 0, read_seq: c.read_seq ?? 0, max_seq: c.max_seq ?? 0 };
     if (old) {
       // Our read marker may not have reached the server yet: keep it, and
       // send it again in case it was lost with a connection.
       if (old.read_seq > conv.read_seq && !conv.left) {
         conv.read_seq = old.read_seq;
         conv.unread = Math.min(conv.unread, old.unread);
+        conv.mentions = Math.min(conv.mentions, old.mentions ?? 0);
         if (!this.readsPending.has(c.id)) this.queueRead(c.id, old.read_seq);
       }
       if (old.max_seq > conv.max_seq && !conv.left) {
@@ -301,15 +320,19 @@ export class ChatClient extends Emitter {
 
   // ingest takes messages from any source. Live ones also tell us about gaps:
   // a seq past hi+1 means something may be missing, and a pull fills it.
-  ingest(convId, msgs, live) {
+  // asOf (pulls and pages: the answer's max_seq) is how far the folded
+  // state of the text messages in msgs reaches.
+  ingest(convId, msgs, live, asOf) {
     if (!convId || !msgs?.length) return;
     const tl = this.timeline(convId);
     const conv = this.convs.get(convId);
     const myId = this.me.id;
     const sorted = msgs.length > 1 ? [...msgs].sort((a, b) => a.seq - b.seq) : msgs;
     let gap = false;
+    let readersMoved = false;
     for (const m of sorted) {
       const known = conv ? conv.max_seq : 0;
+      if (!live && asOf > m.seq && isText(m)) m.asOf = asOf;
       const isNew = tl.add(m);
       if (m.from === myId) this.outbox.resolve(convId, m.client_msg_id);
       if (live) {
@@ -317,9 +340,28 @@ export class ChatClient extends Emitter {
         else if (m.seq > tl.hi + 1) gap = true;
       }
       if (!isNew) continue;
+      // The server moves a sender's read marker to its own message (it has
+      // read what it answered): the receipt of a read that the send made a
+      // no-op never comes, so the message itself counts as one.
+      if (m.from !== myId) {
+        const sender = this.members.get(convId)?.get(m.from);
+        if (sender && (sender.read_seq ?? 0) < m.seq) {
+          sender.read_seq = m.seq;
+          sender.last_ack_seq = Math.max(sender.last_ack_seq ?? 0, m.seq);
+          readersMoved = true;
+        }
+      }
+      if (isMutation(m)) {
+        if (conv && m.seq > conv.max_seq) conv.max_seq = m.seq;
+        this.applyMutation(convId, m, live);
+        continue;
+      }
+      if (live) this.presence.stopTyping(convId, m.from);
       if (conv) {
         if (m.seq > conv.max_seq) conv.max_seq = m.seq;
-        if (!conv.last_message || m.seq >= conv.last_message.seq) conv.last_message = m;
+        if (!isText(m)) {
+          // An unknown kind from a newer server: kept, neither shown nor counted.
+        } else if (!conv.last_message || m.seq >= conv.last_message.seq) conv.last_message = m;
         if (m.from === myId) {
           // The server moves a sender's read marker to its own message.
           if (m.seq > conv.read_seq) {
@@ -329,8 +371,9 @@ export class ChatClient extends Emitter {
           const self = this.members.get(convId)?.get(myId);
           if (self) self.read_seq = Math.max(self.read_seq ?? 0, m.seq);
           if (live && convId === this.openConv) this.refreshMembersSoon(convId);
-        } else if (live && m.seq > known && m.seq > conv.read_seq) {
+        } else if (live && isText(m) && m.seq > known && m.seq > conv.read_seq) {
           conv.unread = (conv.unread || 0) + 1;
+          if (this.mentionsMe(m)) conv.mentions = (conv.mentions || 0) + 1;
         }
       }
       this.users.get(m.from);
@@ -348,6 +391,91 @@ export class ChatClient extends Emitter {
     else if (live) this.scheduleConvSync(CONV_SYNC_LAZY_MS);
     this.emit('timeline', convId);
     this.emit('convs');
+    if (readersMoved) this.emit('members', convId);
+  }
+
+  // applyMutation folds an edit, delete or reaction into its target: the
+  // timeline's copy, the list's last_message and a cached quote. A target
+  // we do not hold is ignored: when it is loaded, it comes folded.
+  applyMutation(convId, m, live) {
+    const tl = this.timelines.get(convId);
+    let changed = false;
+    const next = fold(tl?.msgs.get(m.target), m);
+    if (next) {
+      tl.replace(next);
+      changed = true;
+    }
+    const conv = this.convs.get(convId);
+    if (conv?.last_message?.seq === m.target) {
+      const last = next ?? fold(conv.last_message, m);
+      if (last) conv.last_message = last;
+    }
+    const key = `${convId}:${m.target}`;
+    const quoted = fold(this.quotes.get(key), m);
+    if (quoted) {
+      this.quotes.set(key, quoted);
+      changed = true;
+    }
+    if (changed) this.emit('mutation', convId, m, live);
+  }
+
+  mentionsMe(m) {
+    return Array.isArray(m.mentions) && m.mentions.includes(this.me.id);
+  }
+
+  // message finds a message by seq: the timeline, or a fetched quote.
+  message(convId, seq) {
+    return this.timelines.get(convId)?.msgs.get(seq) ?? this.quotes.get(`${convId}:${seq}`) ?? null;
+  }
+
+  // fetchQuote loads one message that a reply quotes but the timeline does
+  // not hold (it is further back). before_seq=seq+1 with limit 1 is exactly
+  // that message when it is visible.
+  fetchQuote(convId, seq) {
+    const key = `${convId}:${seq}`;
+    if (this.quotes.has(key) || this.quoteLoading?.has(key)) return;
+    this.quoteLoading ??= new Set();
+    this.quoteLoading.add(key);
+    this.api
+      .messagesBefore(convId, seq + 1, 1)
+      .then((r) => {
+        const m = (r.messages ?? []).find((x) => x.seq === seq);
+        if (m && r.max_seq > m.seq) m.asOf = r.max_seq;
+        // Not visible (before my join, cleared): remember that, as a stub.
+        this.quotes.set(key, m ?? { conv: convId, seq, missing: true, body: '' });
+        this.emit('mutation', convId, { target: seq }, false);
+      })
+      .catch(() => {})
+      .finally(() => this.quoteLoading.delete(key));
+  }
+
+  // mutate sends an edit, delete or reaction (fields: kind, target, body,
+  // emoji, on) and folds the stored answer in at once. A network failure on
+  // the socket is retried once over HTTP with the same client_msg_id.
+  async mutate(convId, fields) {
+    const cmid = newClientMsgId();
+    let res = null;
+    if (this.socket.online) {
+      try {
+        res = await this.socket.request({ type: 'send', conv: convId, client_msg_id: cmid, body: '', ...fields });
+      } catch (err) {
+        if (!err.network) throw err;
+      }
+    }
+    if (!res) res = await this.api.send(convId, cmid, fields.body ?? '', fields);
+    if (res?.message) this.ingest(convId, [res.message], true);
+    return res?.message;
+  }
+
+  // typing tells the others that I am composing, at most once per 3 s.
+  typing(convId) {
+    const now = Date.now();
+    if (now - (this.typingSent.get(convId) ?? 0) < TYPING_EVERY_MS) return;
+    if (this.socket.send({ type: 'typing', conv: convId })) this.typingSent.set(convId, now);
+  }
+
+  search(q, opts) {
+    return this.api.search(q, opts);
   }
 
   queuePull(convId) {
@@ -381,7 +509,7 @@ export class ChatClient extends Emitter {
         tl.pullAgain = false;
         const r = await this.fetchAfter(convId, tl.hi);
         const msgs = r.messages ?? [];
-        this.ingest(convId, msgs, false);
+        this.ingest(convId, msgs, false, r.max_seq);
         if (msgs.length) tl.hi = Math.max(tl.hi, msgs[msgs.length - 1].seq);
         tl.advance();
         if (r.completed || !msgs.length) {
@@ -438,7 +566,7 @@ export class ChatClient extends Emitter {
       try {
         const r = await this.api.messagesBefore(convId, tl.lo, Math.min(1000, limit));
         const msgs = r.messages ?? [];
-        this.ingest(convId, msgs, false);
+        this.ingest(convId, msgs, false, r.max_seq);
         tl.markOlder(msgs, r.completed || !msgs.length);
       } finally {
         tl.loadingOlder = null;
@@ -471,10 +599,17 @@ export class ChatClient extends Emitter {
   applyRead(conv, seq) {
     const tl = this.timelines.get(conv.id);
     let seen = 0;
+    let seenMentions = 0;
     if (tl) {
-      for (const m of tl.list()) if (m.seq > conv.read_seq && m.seq <= seq && m.from !== this.me.id) seen++;
+      for (const m of tl.list()) {
+        if (m.seq > conv.read_seq && m.seq <= seq && m.from !== this.me.id && isText(m)) {
+          seen++;
+          if (this.mentionsMe(m)) seenMentions++;
+        }
+      }
     }
     conv.unread = seq >= conv.max_seq ? 0 : Math.max(0, (conv.unread || 0) - seen);
+    conv.mentions = seq >= conv.max_seq ? 0 : Math.max(0, (conv.mentions || 0) - seenMentions);
     conv.read_seq = seq;
     this.emit('convs');
   }

@@ -4,12 +4,19 @@
 
 import { h, linkify } from './dom.js';
 import { Coalescer } from './util.js';
-import { dayKey, dayLabel, formatFull, formatTime, hue, initials, plural } from './format.js';
+import { dayKey, dayLabel, formatFull, formatTime, hue, initials, plural, preview } from './format.js';
+import { isText } from './mutations.js';
+import { Autocomplete, renderBody } from './mentions.js';
+import { openPicker, reactionsEl } from './reactions.js';
+import { actionsEl, quoteEl } from './messageparts.js';
+import { typingText } from './presence.js';
+import { confirmDialog } from './dialogs.js';
 
 const GROUP_GAP_MS = 5 * 60 * 1000;
 const NEAR_BOTTOM_PX = 48;
 const LOAD_OLDER_PX = 300;
 const KEEP_OPEN = 3000;
+const HIGHLIGHT_MS = 2500;
 
 export class ConversationView {
   constructor(client, users, { onBack, onDetails }) {
@@ -29,10 +36,13 @@ export class ConversationView {
     client.on('timeline', (id) => mine(id) && this.renderer.schedule());
     client.on('pending', (id) => mine(id) && this.renderer.schedule());
     client.on('members', (id) => mine(id) && this.renderer.schedule());
+    client.on('mutation', (id) => mine(id) && this.renderer.schedule());
+    client.presence.on('typing', (id) => mine(id) && this.renderTyping());
+    client.presence.on('presence', () => this.convId && this.headerRenderer.schedule());
     client.on('storm', (id) => (id === null || mine(id)) && this.renderer.schedule());
     client.on('convs', () => this.convId && this.headerRenderer.schedule());
     client.on('message', (id, m, live) => {
-      if (!mine(id) || !live || m.from === client.me.id) return;
+      if (!mine(id) || !live || m.from === client.me.id || !isText(m)) return;
       // A message that comes while nobody looks starts a "new messages"
       // marker, as if the conversation had been opened with it unread.
       if (this.boundary === null && !this.attentive()) {
@@ -41,7 +51,11 @@ export class ConversationView {
       }
       this.announce(m);
     });
-    users.on('change', () => this.convId && this.renderer.schedule());
+    this.usersVersion = 0;
+    users.on('change', () => {
+      this.usersVersion++;
+      if (this.convId) this.renderer.schedule();
+    });
     window.addEventListener('focus', () => this.checkRead());
     document.addEventListener('visibilitychange', () => this.checkRead());
     window.addEventListener('resize', () => this.scroller.schedule());
@@ -87,7 +101,9 @@ export class ConversationView {
 
   leave() {
     if (this.convId) {
+      if (this.editing) this.cancelEdit();
       if (this.input) this.drafts.set(this.convId, this.input.value);
+      this.replyTo = null;
       this.client.close(this.convId);
     }
     this.convId = null;
@@ -121,8 +137,59 @@ export class ConversationView {
     this.render();
     this.positionInitially();
     this.positioned = true;
+    const jump = this.pendingJump?.convId === convId ? this.pendingJump.seq : null;
+    this.pendingJump = null;
+    if (jump) {
+      await this.jumpTo(jump);
+      return;
+    }
     this.updateFloating();
     this.checkRead();
+  }
+
+  // openAt opens a conversation scrolled to one message, highlighted (a
+  // search result).
+  openAt(convId, seq) {
+    if (this.convId === convId && this.positioned) {
+      this.jumpTo(seq);
+      return;
+    }
+    this.pendingJump = { convId, seq };
+    const hash = `#/c/${encodeURIComponent(convId)}`;
+    if (location.hash !== hash) location.hash = hash;
+  }
+
+  // jumpTo scrolls to a message and highlights it, paging back until it is
+  // loaded.
+  async jumpTo(seq) {
+    const convId = this.convId;
+    if (!convId) return;
+    if (!this.client.timeline(convId).has(seq)) {
+      await this.client.ensureLoaded(convId, seq).catch(() => {});
+      if (this.convId !== convId) return;
+    }
+    this.render();
+    const el = this.listEl.querySelector(`.msg[data-seq="${seq}"]`);
+    if (!el) {
+      this.client.emit('notice', 'That message is no longer available.');
+      return;
+    }
+    this.listEl.scrollTop += el.getBoundingClientRect().top - this.listEl.getBoundingClientRect().top - (this.listEl.clientHeight - el.offsetHeight) / 2;
+    this.highlightSeq = seq;
+    this.highlightUntil = Date.now() + HIGHLIGHT_MS;
+    this.applyHighlight();
+    clearTimeout(this.highlightTimer);
+    this.highlightTimer = setTimeout(() => {
+      this.highlightSeq = null;
+      for (const x of this.listEl?.querySelectorAll('.msg.highlight') ?? []) x.classList.remove('highlight');
+    }, HIGHLIGHT_MS);
+    this.updateFloating();
+    this.checkRead();
+  }
+
+  applyHighlight() {
+    if (!this.highlightSeq || Date.now() > this.highlightUntil) return;
+    this.listEl.querySelector(`.msg[data-seq="${this.highlightSeq}"]`)?.classList.add('highlight');
   }
 
   buildSkeleton() {
@@ -160,8 +227,11 @@ export class ConversationView {
       'aria-describedby': 'composer-hint',
       enterkeyhint: 'send',
       onKeydown: (e) => this.onComposerKey(e),
-      onInput: () => this.autosize(),
+      onInput: () => this.onComposerInput(),
     });
+    this.autocomplete = new Autocomplete(this.input, () => this.mentionCandidates());
+    this.contextEl = h('div', { class: 'composer-context', id: 'composer-context', hidden: true });
+    this.typingEl = h('div', { class: 'typing-line', id: 'typing', 'aria-live': 'polite' });
     this.input.value = this.drafts.get(this.convId) ?? '';
     this.composerEl = h(
       'form',
@@ -180,11 +250,14 @@ export class ConversationView {
         h('button', { type: 'button', class: 'btn', id: 'details-btn', onClick: () => this.onDetails(this.convId) }, 'Details'),
       ),
       this.stormEl,
-      h('div', { class: 'chat-body' }, this.listEl, this.jumpUnreadEl, this.jumpLatestEl),
+      h('div', { class: 'chat-body' }, this.listEl, this.jumpUnreadEl, this.jumpLatestEl, this.autocomplete.el),
+      this.typingEl,
       this.announcer,
       this.leftEl,
+      this.contextEl,
       this.composerEl,
     );
+    this.renderTyping();
     this.autosize();
   }
 
@@ -216,6 +289,7 @@ export class ConversationView {
     const left = Boolean(conv?.left);
     this.leftEl.hidden = !left;
     this.composerEl.hidden = left;
+    if (left) this.contextEl.hidden = true;
     this.updateFloating();
   }
 
@@ -225,7 +299,8 @@ export class ConversationView {
     if (conv.kind === 'direct') {
       const peer = this.client.peerId(conv.id);
       const u = peer ? this.users.get(peer) : null;
-      return u ? `Direct message · @${u.username}` : 'Direct message';
+      if (!u) return 'Direct message';
+      return `${this.client.presence.isOnline(peer) ? 'Online' : 'Direct message'} · @${u.username}`;
     }
     return plural(conv.members_count ?? this.client.members.get(conv.id)?.size ?? 0, 'member', 'members');
   }
@@ -240,8 +315,9 @@ export class ConversationView {
     const anchor = this.positioned && !atBottom ? this.captureAnchor() : null;
     const myId = client.me.id;
     const isGroup = conv?.kind === 'group';
-    const msgs = tl.list();
+    const msgs = tl.list().filter(isText);
     const markerSeq = this.markerSeq(tl);
+    this.usernames = null;
 
     // The last own message that is stored carries the receipt in words.
     let lastOwn = null;
@@ -315,6 +391,7 @@ export class ConversationView {
     }
     flush();
     box.replaceChildren(frag);
+    this.applyHighlight();
     if (this.msgCache.size > msgs.length + 200) {
       for (const seq of this.msgCache.keys()) if (!tl.has(seq)) this.msgCache.delete(seq);
     }
@@ -348,7 +425,7 @@ export class ConversationView {
   markerSeq(tl) {
     if (this.boundary === null) return null;
     if (!(tl.lo <= this.boundary + 1 || tl.olderDone)) return null;
-    for (const m of tl.list()) if (m.seq > this.boundary && m.from !== this.client.me.id) return m.seq;
+    for (const m of tl.list()) if (m.seq > this.boundary && m.from !== this.client.me.id && isText(m)) return m.seq;
     return null;
   }
 
@@ -356,21 +433,27 @@ export class ConversationView {
   // receipt of an own message) is unchanged: a storm or a long history
   // then costs moving nodes, not rebuilding them.
   messageEl(m, own, lastOwn) {
-    let key = '';
+    let key = `${this.usersVersion}:${this.client.myRole(this.convId)}`;
     if (own) {
       const r = this.client.receipt(this.convId, m.seq);
-      key = `${r.state}:${r.readers}:${lastOwn}`;
+      key += `:${r.state}:${r.readers}:${lastOwn}`;
     }
+    // A reply shows its quote's current state.
+    const q = m.reply_to ? this.client.message(this.convId, m.reply_to) : null;
     const hit = this.msgCache.get(m.seq);
-    if (hit && hit.key === key && hit.m === m) return hit.el;
+    if (hit && hit.key === key && hit.m === m && hit.q === q) return hit.el;
     const el = this.buildMessageEl(m, own, lastOwn);
-    this.msgCache.set(m.seq, { key, m, el });
+    this.msgCache.set(m.seq, { key, m, q, el });
     return el;
   }
 
   buildMessageEl(m, own, lastOwn) {
-    const children = [h('p', { class: 'msg-body' }, linkify(m.body ?? ''))];
+    const children = [];
+    if (m.reply_to && !m.deleted) children.push(quoteEl(this.client, this.users, this.convId, m.reply_to, (seq) => this.jumpTo(seq)));
+    if (m.deleted) children.push(h('p', { class: 'msg-body deleted' }, 'This message was deleted'));
+    else children.push(h('p', { class: 'msg-body' }, renderBody(m.body ?? '', this.bodyContext())));
     const meta = h('span', { class: 'msg-meta' }, h('time', { datetime: new Date(m.ts).toISOString(), title: formatFull(m.ts) }, formatTime(m.ts)));
+    if (m.edited_at && !m.deleted) meta.prepend(h('span', { class: 'msg-edited', title: `Edited ${formatFull(m.edited_at)}` }, '(edited)'));
     let status = null;
     let receipt = null;
     if (own) {
@@ -381,15 +464,168 @@ export class ConversationView {
       if (lastOwn) receipt = h('span', { class: 'msg-receipt', dataset: { status: r.state } }, words);
     }
     children.push(meta);
-    return h(
+    const mentioned = !own && this.client.mentionsMe(m);
+    const el = h(
       'div',
       {
-        class: `msg${m.kind && m.kind !== 'text' ? ` kind-${m.kind}` : ''}`,
+        class: `msg${m.kind && m.kind !== 'text' ? ` kind-${m.kind}` : ''}${m.deleted ? ' deleted' : ''}${mentioned ? ' mentioned' : ''}`,
         dataset: { seq: String(m.seq), cmid: m.client_msg_id ?? '', status: status ?? '' },
+        // A tap shows the actions on touch screens, which have no hover.
+        onClick: (e) => {
+          if (e.target.closest('a, button')) return;
+          for (const x of this.listEl.querySelectorAll('.msg.actions-open')) if (x !== el) x.classList.remove('actions-open');
+          el.classList.toggle('actions-open');
+        },
       },
       h('div', { class: 'bubble' }, ...children),
+      m.deleted ? null : this.actionsFor(m, own),
+      reactionsEl(m, {
+        me: this.client.me.id,
+        name: (id) => this.users.name(id),
+        onToggle: (emoji, on) => this.react(m.seq, emoji, on),
+        onAdd: (anchor) => this.pickReaction(m.seq, anchor),
+      }),
       receipt,
     );
+    return el;
+  }
+
+  // --- message actions (v1.1) ---------------------------------------------------
+
+  bodyContext() {
+    if (!this.usernames) {
+      this.usernames = new Set();
+      for (const u of this.users.byId.values()) if (u.username) this.usernames.add(u.username.toLowerCase());
+    }
+    const names = this.usernames;
+    return {
+      isUser: (n) => names.has(n),
+      me: (this.client.me.username ?? '').toLowerCase(),
+      all: this.client.convs.get(this.convId)?.kind === 'group',
+    };
+  }
+
+  actionsFor(m, own) {
+    const conv = this.client.convs.get(this.convId);
+    if (!conv || conv.left) return null;
+    const role = this.client.myRole(this.convId);
+    const canModerate = conv.kind === 'group' && (role === 'owner' || role === 'admin');
+    return actionsEl({
+      canEdit: own,
+      canDelete: own || canModerate,
+      onReact: (anchor) => this.pickReaction(m.seq, anchor),
+      onReply: () => this.startReply(m.seq),
+      onEdit: () => this.startEdit(m.seq),
+      onDelete: () => this.confirmDelete(m.seq),
+    });
+  }
+
+  pickReaction(seq, anchor) {
+    openPicker(anchor, (emoji) => {
+      const m = this.client.timeline(this.convId).msgs.get(seq);
+      const mine = m?.reactions?.some((r) => r.emoji === emoji && r.users.includes(this.client.me.id));
+      this.react(seq, emoji, !mine);
+    });
+  }
+
+  react(seq, emoji, on) {
+    this.mutate({ kind: 'reaction', target: seq, emoji, on });
+  }
+
+  async confirmDelete(seq) {
+    const convId = this.convId;
+    const ok = await confirmDialog('Delete this message for everyone? This cannot be undone.', 'Delete');
+    if (ok) this.mutate({ kind: 'delete', target: seq }, convId);
+  }
+
+  async mutate(fields, convId = this.convId) {
+    try {
+      await this.client.mutate(convId, fields);
+    } catch (err) {
+      // A reaction that conflicts already happened (a double click,
+      // another tab); anything else is worth telling.
+      if (fields.kind === 'reaction' && err.code === 'conflict') return;
+      const what = { reaction: 'react', edit: 'save the edit', delete: 'delete the message' }[fields.kind] ?? fields.kind;
+      const why = err.code === 'conflict' ? 'the message was deleted.' : err.message;
+      this.client.emit('notice', `Could not ${what}: ${why}`);
+    }
+  }
+
+  startReply(seq) {
+    if (this.editing) this.cancelEdit();
+    this.replyTo = seq;
+    this.renderContext();
+    this.focusComposer();
+  }
+
+  cancelReply() {
+    this.replyTo = null;
+    this.renderContext();
+  }
+
+  startEdit(seq) {
+    const m = this.client.timeline(this.convId).msgs.get(seq);
+    if (!m || m.deleted || m.from !== this.client.me.id) return;
+    if (!this.editing) this.editDraft = this.input.value;
+    this.replyTo = null;
+    this.editing = { seq, body: m.body ?? '' };
+    this.input.value = m.body ?? '';
+    this.autosize();
+    this.renderContext();
+    this.focusComposer();
+    this.input.setSelectionRange(this.input.value.length, this.input.value.length);
+  }
+
+  cancelEdit() {
+    if (!this.editing) return;
+    this.editing = null;
+    this.input.value = this.editDraft ?? '';
+    this.editDraft = '';
+    this.autosize();
+    this.renderContext();
+  }
+
+  // renderContext shows what the composer is doing besides writing a new
+  // message: editing one, or replying to one.
+  renderContext() {
+    const el = this.contextEl;
+    if (!el) return;
+    const cancel = (fn) => h('button', { type: 'button', class: 'btn icon context-cancel', id: 'context-cancel', 'aria-label': 'Cancel', title: 'Cancel (Esc)', onClick: fn }, '×');
+    this.composerEl.classList.toggle('editing', Boolean(this.editing));
+    this.composerEl.querySelector('#send-btn').textContent = this.editing ? 'Save' : 'Send';
+    if (this.editing) {
+      el.dataset.mode = 'edit';
+      el.replaceChildren(h('span', { class: 'context-label' }, 'Editing message'), h('span', { class: 'context-hint' }, 'Esc to cancel, Enter to save'), cancel(() => this.cancelEdit()));
+    } else if (this.replyTo) {
+      const q = this.client.message(this.convId, this.replyTo);
+      el.dataset.mode = 'reply';
+      el.replaceChildren(
+        h('span', { class: 'context-label' }, `Replying to ${q ? this.users.name(q.from) : 'a message'}`),
+        h('span', { class: 'context-quote' }, q ? (q.deleted ? 'This message was deleted' : preview(q.body, 100)) : ''),
+        cancel(() => this.cancelReply()),
+      );
+    }
+    el.hidden = !this.editing && !this.replyTo;
+  }
+
+  mentionCandidates() {
+    const conv = this.client.convs.get(this.convId);
+    const out = [];
+    for (const id of this.client.members.get(this.convId)?.keys() ?? []) {
+      if (id === this.client.me.id) continue;
+      const u = this.users.get(id);
+      if (u) out.push({ id, username: u.username, name: u.display_name || u.username });
+    }
+    out.sort((a, b) => a.name.localeCompare(b.name));
+    if (conv?.kind === 'group') out.push({ id: null, username: 'all', name: 'Everyone here' });
+    return out;
+  }
+
+  renderTyping() {
+    if (!this.typingEl) return;
+    const ids = this.client.presence.typing(this.convId);
+    const text = typingText(ids.map((id) => this.users.name(id)));
+    if (this.typingEl.textContent !== text) this.typingEl.textContent = text;
   }
 
   pendingEl(item) {
@@ -406,7 +642,13 @@ export class ConversationView {
     return h(
       'div',
       { class: `msg pending ${item.status}`, dataset: { cmid: item.cmid, status: item.status } },
-      h('div', { class: 'bubble' }, h('p', { class: 'msg-body' }, linkify(item.body)), meta),
+      h(
+        'div',
+        { class: 'bubble' },
+        item.extra?.reply_to ? quoteEl(this.client, this.users, this.convId, item.extra.reply_to, (seq) => this.jumpTo(seq)) : null,
+        h('p', { class: 'msg-body' }, linkify(item.body)),
+        meta,
+      ),
     );
   }
 
@@ -522,7 +764,11 @@ export class ConversationView {
     for (let i = els.length - 1; i >= 0; i--) {
       const r = els[i].getBoundingClientRect();
       if (r.top < box.bottom - Math.min(r.height, 16) && r.bottom > box.top) {
-        this.client.markRead(this.convId, Number(els[i].dataset.seq));
+        let seq = Number(els[i].dataset.seq);
+        // The newest message on screen also covers the edits and
+        // reactions after it: they are seqs too, and not shown as such.
+        if (i === els.length - 1) seq = Math.max(seq, this.client.timeline(this.convId).maxSeq());
+        this.client.markRead(this.convId, seq);
         return;
       }
       if (r.bottom <= box.top) return;
@@ -532,10 +778,28 @@ export class ConversationView {
   // --- composer ---------------------------------------------------------------
 
   onComposerKey(e) {
+    if (this.autocomplete.onKey(e)) return;
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && !e.altKey && !e.ctrlKey && !e.metaKey) {
       e.preventDefault();
       this.submit();
+    } else if (e.key === 'Escape' && (this.editing || this.replyTo)) {
+      e.preventDefault();
+      e.stopPropagation();
+      if (this.editing) this.cancelEdit();
+      else this.cancelReply();
+    } else if (e.key === 'ArrowUp' && !this.input.value && !this.editing && !e.shiftKey && !e.altKey && !e.ctrlKey && !e.metaKey) {
+      // Up on an empty composer edits my last message, as in Slack.
+      const mine = this.client.timeline(this.convId).list().findLast((m) => isText(m) && m.from === this.client.me.id && !m.deleted);
+      if (mine) {
+        e.preventDefault();
+        this.startEdit(mine.seq);
+      }
     }
+  }
+
+  onComposerInput() {
+    this.autosize();
+    if (this.convId && !this.editing && this.input.value.trim()) this.client.typing(this.convId);
   }
 
   onSubmit(e) {
@@ -545,8 +809,15 @@ export class ConversationView {
 
   submit() {
     const body = this.input.value.replace(/^\s*\n/, '').replace(/\s+$/, '');
+    if (this.editing) {
+      const { seq, body: old } = this.editing;
+      if (body.trim() && body !== old) this.mutate({ kind: 'edit', target: seq, body });
+      this.cancelEdit();
+      return;
+    }
     if (!body.trim() || !this.convId) return;
-    this.client.outbox.send(this.convId, body);
+    this.client.outbox.send(this.convId, body, this.replyTo ? { reply_to: this.replyTo } : undefined);
+    if (this.replyTo) this.cancelReply();
     this.input.value = '';
     this.drafts.delete(this.convId);
     this.autosize();

@@ -46,6 +46,7 @@ export class ConvList {
     this.renderer = new Coalescer(() => this.render());
     for (const ev of ['convs', 'members', 'storm']) client.on(ev, () => this.renderer.schedule());
     users.on('change', () => this.renderer.schedule());
+    client.presence.on('presence', () => this.renderer.schedule());
   }
 
   setActive(id) {
@@ -109,9 +110,14 @@ export class ConvList {
       else if (conv.kind === 'group') who = `${users.name(last.from)}: `;
     }
     const unread = conv.left ? 0 : conv.unread || 0;
+    const mentions = conv.left ? 0 : conv.mentions || 0;
+    const peer = conv.kind === 'direct' ? client.peerId(conv.id) : null;
+    const online = Boolean(peer && !conv.left && client.presence.isOnline(peer));
     const storming = client.storms.has(conv.id);
     const avatarKey = conv.kind === 'direct' ? (client.peerId(conv.id) ?? conv.id) : conv.id;
-    const label = [title, unread ? `${unread} unread` : '', conv.left ? 'left' : ''].filter(Boolean).join(', ');
+    const label = [title, online ? 'online' : '', unread ? `${unread} unread` : '', mentions ? `${mentions} ${mentions === 1 ? 'mention' : 'mentions'}` : '', conv.left ? 'left' : '']
+      .filter(Boolean)
+      .join(', ');
     return h(
       'li',
       null,
@@ -132,6 +138,7 @@ export class ConvList {
             'aria-hidden': 'true',
           },
           initials(title),
+          peer ? h('span', { class: `presence-dot${online ? ' online' : ''}`, dataset: { userId: peer } }) : null,
         ),
         h(
           'span',
@@ -146,7 +153,8 @@ export class ConvList {
           h(
             'span',
             { class: 'conv-bottom' },
-            h('span', { class: 'conv-preview' }, conv.left ? 'You left this conversation' : last ? who + preview(last.body) : ''),
+            h('span', { class: 'conv-preview' }, conv.left ? 'You left this conversation' : last ? who + (last.deleted ? 'This message was deleted' : preview(last.body)) : ''),
+            mentions ? h('span', { class: 'badge conv-mentions', title: 'Mentions of you', dataset: { mentions: String(mentions) } }, `@${mentions > 99 ? '99+' : mentions}`) : null,
             unread
               ? h('span', { class: 'badge conv-unread', dataset: { unread: String(unread) } }, unread > 999 ? '999+' : String(unread))
               : null,

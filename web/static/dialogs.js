@@ -244,32 +244,29 @@ export function detailsDialog(client, convId, { onLeft }) {
       const u = client.users.get(m.user_id) ?? { id: m.user_id, username: '…', display_name: client.users.name(m.user_id) };
       const me = m.user_id === client.me.id;
       const kickable = manager && c.kind === 'group' && !me && m.role !== 'owner' && !(role === 'admin' && m.role === 'admin');
-      rows.push(
-        h(
-          'li',
-          { class: 'member', dataset: { userId: m.user_id, role: m.role } },
-          ...personRow(
-            u,
-            h('span', { class: `role role-${m.role}` }, me ? `${m.role} · you` : m.role),
-            kickable
-              ? h(
-                  'button',
-                  {
-                    type: 'button',
-                    class: 'btn small danger kick-btn',
-                    'aria-label': `Remove ${u.display_name || u.username}`,
-                    onClick: guard(async () => {
-                      if (await confirmDialog(`Remove ${u.display_name || u.username} from ${client.title(c)}?`, 'Remove')) {
-                        await client.kick(convId, m.user_id);
-                      }
-                    }),
-                  },
-                  'Remove',
-                )
-              : null,
-          ),
-        ),
+      const online = me ? client.conn.state === 'online' : client.presence.isOnline(m.user_id);
+      const cells = personRow(
+        u,
+        h('span', { class: `role role-${m.role}` }, me ? `${m.role} · you` : m.role),
+        kickable
+          ? h(
+              'button',
+              {
+                type: 'button',
+                class: 'btn small danger kick-btn',
+                'aria-label': `Remove ${u.display_name || u.username}`,
+                onClick: guard(async () => {
+                  if (await confirmDialog(`Remove ${u.display_name || u.username} from ${client.title(c)}?`, 'Remove')) {
+                    await client.kick(convId, m.user_id);
+                  }
+                }),
+              },
+              'Remove',
+            )
+          : null,
       );
+      cells[0].append(h('span', { class: `presence-dot${online ? ' online' : ''}`, title: online ? 'Online' : 'Offline' }));
+      rows.push(h('li', { class: 'member', dataset: { userId: m.user_id, role: m.role, online: String(online) } }, ...cells));
     }
     if (!map) rows.push(h('li', { class: 'hint' }, c.left ? 'You are no longer a member.' : 'Loading…'));
     list.replaceChildren(...rows);
@@ -310,6 +307,7 @@ export function detailsDialog(client, convId, { onLeft }) {
   };
   const offMembers = client.on('members', (id) => id === convId && render());
   const offUsers = client.users.on('change', render);
+  const offPresence = client.presence.on('presence', render);
   let wasLeft = Boolean(conv.left);
   const offConvs = client.on('convs', () => {
     const left = Boolean(client.convs.get(convId)?.left);
@@ -321,6 +319,7 @@ export function detailsDialog(client, convId, { onLeft }) {
   dlg.addEventListener('close', () => {
     offMembers();
     offUsers();
+    offPresence();
     offConvs();
   });
   render();

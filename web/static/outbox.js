@@ -35,7 +35,7 @@ export class Outbox {
   save(item, keep) {
     if (!this.storageKey) return;
     const saved = this.loadSaved();
-    if (keep) saved[item.cmid] = { conv: item.conv, body: item.body, ts: item.ts };
+    if (keep) saved[item.cmid] = { conv: item.conv, body: item.body, ts: item.ts, extra: item.extra };
     else delete saved[item.cmid];
     try {
       if (Object.keys(saved).length) localStorage.setItem(this.storageKey, JSON.stringify(saved));
@@ -49,11 +49,13 @@ export class Outbox {
     return this.byConv.get(convId) ?? [];
   }
 
-  send(convId, body) {
+  // extra carries the v1.1 fields of a text message (reply_to).
+  send(convId, body, extra) {
     const item = {
       conv: convId,
       cmid: newClientMsgId(),
       body,
+      extra: extra && Object.keys(extra).length ? extra : undefined,
       ts: Date.now(),
       status: 'sending',
       error: '',
@@ -111,11 +113,11 @@ export class Outbox {
       let res;
       if (client.socket.online) {
         res = await client.socket.request(
-          { type: 'send', conv: item.conv, client_msg_id: item.cmid, body: item.body },
+          { ...item.extra, type: 'send', conv: item.conv, client_msg_id: item.cmid, body: item.body },
           SEND_TIMEOUT_MS,
         );
       } else {
-        res = await client.api.send(item.conv, item.cmid, item.body);
+        res = await client.api.send(item.conv, item.cmid, item.body, item.extra);
       }
       client.ingest(item.conv, [res.message], true);
       // ingest resolves by client_msg_id; a duplicate answer carries the

@@ -46,6 +46,15 @@ export class Socket {
       // after a long TCP timeout, so give it up now and show it.
       if (this.ws) this.drop();
     };
+    // A page that is left may be kept in the back/forward cache with its
+    // socket open: the server would show us online and send us frames
+    // nobody sees. Close it, and connect again if the page comes back.
+    this.onPageHide = () => {
+      if (this.ws) this.drop();
+    };
+    this.onPageShow = (e) => {
+      if (e.persisted && this.state === 'offline') this.onOnline();
+    };
   }
 
   get online() {
@@ -57,6 +66,8 @@ export class Socket {
     this.stopped = false;
     window.addEventListener('online', this.onOnline);
     window.addEventListener('offline', this.onOffline);
+    window.addEventListener('pagehide', this.onPageHide);
+    window.addEventListener('pageshow', this.onPageShow);
     this.connect();
   }
 
@@ -64,6 +75,8 @@ export class Socket {
     this.stopped = true;
     window.removeEventListener('online', this.onOnline);
     window.removeEventListener('offline', this.onOffline);
+    window.removeEventListener('pagehide', this.onPageHide);
+    window.removeEventListener('pageshow', this.onPageShow);
     clearTimeout(this.retryTimer);
     this.stopPing();
     const ws = this.ws;

@@ -35,6 +35,13 @@ export class Timeline {
     return true;
   }
 
+  // replace swaps in a new state of a message held (a mutation folded in).
+  replace(m) {
+    if (!this.msgs.has(m.seq)) return;
+    this.msgs.set(m.seq, m);
+    this.sortedCache = null;
+  }
+
   list() {
     if (!this.sortedCache) this.sortedCache = [...this.msgs.values()].sort((a, b) => a.seq - b.seq);
     return this.sortedCache;

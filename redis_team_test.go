@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// hasOther reports whether w received a frame (other than messages and
+// replies) holding every one of parts.
+func (w *wsClient) hasOther(parts ...string) bool {
+	for _, f := range w.other {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(f, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRedisTypingAndPresenceAcrossProcesses: with Redis, typing and
+// presence reach a contact connected to another process; a user online in
+// two processes goes offline only when its last session anywhere closes;
+// hello lists contacts online in other processes.
+func TestRedisTypingAndPresenceAcrossProcesses(t *testing.T) {
+	r := startRedis(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "presence.db")
+	cfg := writeConfig(t, dir, "redis: "+r.url()+"\nwebsocket:\n  presence_grace: 500ms\n")
+	a := startLogged(t, "A", db, cfg)
+	b := startLogged(t, "B", db, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	alice, bob := registerUser(t, a, "alice"), registerUser(t, a, "bob")
+	conv := newDirect(t, a, alice, bob)
+
+	bobB := dialWS(t, ctx, b, "bob@B", bob.Token)
+	aliceA := dialWS(t, ctx, a, "alice@A", alice.Token)
+	online := `"type":"presence","user":"` + alice.ID + `","online":true`
+	offline := `"type":"presence","user":"` + alice.ID + `","online":false`
+	if !bobB.waitFor(10*time.Second, func() bool { return bobB.hasOther(online) }) {
+		t.Fatalf("bob on B did not hear alice come online on A: %v", bobB.other)
+	}
+	if err := aliceA.c.Write(ctx, websocket.MessageText, []byte(`{"type":"typing","conv":"`+conv+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if !bobB.waitFor(10*time.Second, func() bool { return bobB.hasOther(`"type":"typing"`, alice.ID, conv) }) {
+		t.Fatalf("bob on B did not see alice typing on A: %v", bobB.other)
+	}
+
+	// bob's hello on A lists alice (online on A) and a fresh one on B too.
+	for _, p := range []*lproc{a, b} {
+		c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(p.base, "http")+"/api/v1/ws?token="+bob.Token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, hello, err := c.Read(ctx)
+		c.CloseNow()
+		if err != nil || !strings.Contains(string(hello), `"online":["`+alice.ID+`"]`) {
+			t.Fatalf("bob's hello on %s: %s %v", p.base, hello, err)
+		}
+	}
+
+	// Alice opens a session on B and closes the one on A: still online.
+	aliceB := dialWS(t, ctx, b, "alice@B", alice.Token)
+	aliceA.c.Close(websocket.StatusNormalClosure, "")
+	time.Sleep(1500 * time.Millisecond) // past the grace
+	bobB.mu.Lock()
+	heard := bobB.hasOther(offline)
+	bobB.mu.Unlock()
+	if heard {
+		t.Fatalf("bob heard alice go offline while she was online on B: %v", bobB.other)
+	}
+	aliceB.c.Close(websocket.StatusNormalClosure, "")
+	if !bobB.waitFor(10*time.Second, func() bool { return bobB.hasOther(offline) }) {
+		t.Fatalf("bob did not hear alice go offline: %v", bobB.other)
+	}
+}

@@ -1,0 +1,32 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/imserver/imserver/chat"
+)
+
+func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	before, err := queryInt(r, "before_seq", 0)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	limit, err := queryInt(r, "limit", 0)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if q.Has("limit") && limit < 1 {
+		s.writeError(w, r, chat.Errorf(chat.EBadRequest, "limit must be >= 1"))
+		return
+	}
+	limit = min(limit, chat.MaxSearchLimit)
+	res, err := s.chat.Search(r.Context(), userOf(r).ID, q.Get("q"), q.Get("conv"), before, int(limit))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}

@@ -1,0 +1,225 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/imserver/imserver/chat"
+	"github.com/redis/go-redis/v9"
+)
+
+// presence decides when a user comes online (its first session opens) and
+// goes offline (its last one closed a grace period ago, so that a reload
+// does not flicker), and has the chat service tell its contacts. With
+// Redis, "first" and "last" count the sessions of every process: each
+// process keeps, per online user, its node id in a sorted set scored by
+// when it last said so, and refreshes them; a process that died leaves
+// entries that go stale.
+type presence struct {
+	srv   *Server
+	grace time.Duration
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	count   map[string]int         // open sessions of this process per user
+	leaving map[string]*time.Timer // users whose last session closed, in grace
+	done    bool                   // shut down: nobody is told anything more
+
+	rdb    redis.UniversalClient // nil when alone
+	prefix string
+	node   string
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// Presence timings with Redis: entries are refreshed every presenceRefresh
+// and count as online for presenceTTL.
+const (
+	presenceRefresh = 10 * time.Second
+	presenceTTL     = 3 * presenceRefresh
+)
+
+func newPresence(srv *Server, grace time.Duration, log *slog.Logger) *presence {
+	return &presence{srv: srv, grace: grace, log: log, count: make(map[string]int), leaving: make(map[string]*time.Timer)}
+}
+
+// ShareOnline makes presence count the sessions of every process sharing
+// rdb. Call it before serving; StopSharing ends the refreshes.
+func (s *Server) ShareOnline(rdb redis.UniversalClient, prefix string) {
+	p := s.presence
+	p.rdb, p.prefix, p.node, p.stop = rdb, prefix, chat.NewID(), make(chan struct{})
+	p.wg.Add(1)
+	go p.refreshLoop()
+}
+
+func (p *presence) key(user string) string { return p.prefix + "presence:" + user }
+
+// opened counts a new session of user.
+func (p *presence) opened(user string) {
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		return
+	}
+	p.count[user]++
+	first := p.count[user] == 1
+	if t, ok := p.leaving[user]; ok && first {
+		// Back within the grace: nobody heard it left.
+		t.Stop()
+		delete(p.leaving, user)
+		first = false
+	}
+	p.mu.Unlock()
+	if first {
+		go p.came(user)
+	}
+}
+
+// closed counts a session of user gone.
+func (p *presence) closed(user string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return
+	}
+	p.count[user]--
+	if p.count[user] > 0 {
+		return
+	}
+	delete(p.count, user)
+	p.leaving[user] = time.AfterFunc(p.grace, func() {
+		p.mu.Lock()
+		if p.count[user] > 0 || p.leaving[user] == nil {
+			p.mu.Unlock()
+			return
+		}
+		delete(p.leaving, user)
+		p.mu.Unlock()
+		p.went(user)
+	})
+}
+
+func (p *presence) came(user string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if p.rdb != nil {
+		now := time.Now().UnixMilli()
+		k := p.key(user)
+		pipe := p.rdb.TxPipeline()
+		pipe.ZRemRangeByScore(ctx, k, "-inf", strconv.FormatInt(now-presenceTTL.Milliseconds(), 10))
+		pipe.ZAdd(ctx, k, redis.Z{Score: float64(now), Member: p.node})
+		pipe.Expire(ctx, k, presenceTTL)
+		n := pipe.ZCard(ctx, k)
+		if _, err := pipe.Exec(ctx); err == nil && n.Val() > 1 {
+			return // online in another process already
+		}
+	}
+	if err := p.srv.chat.Presence(ctx, user, true); err != nil {
+		p.log.Warn("presence", "user", user, "err", err)
+	}
+}
+
+func (p *presence) went(user string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if p.rdb != nil {
+		now := time.Now().UnixMilli()
+		k := p.key(user)
+		pipe := p.rdb.TxPipeline()
+		pipe.ZRem(ctx, k, p.node)
+		pipe.ZRemRangeByScore(ctx, k, "-inf", strconv.FormatInt(now-presenceTTL.Milliseconds(), 10))
+		n := pipe.ZCard(ctx, k)
+		if _, err := pipe.Exec(ctx); err == nil && n.Val() > 0 {
+			return // still online in another process
+		}
+	}
+	if err := p.srv.chat.Presence(ctx, user, false); err != nil {
+		p.log.Warn("presence", "user", user, "err", err)
+	}
+}
+
+// online returns those of users who are online now (here, in grace, or in
+// another process).
+func (p *presence) online(ctx context.Context, users []string) []string {
+	out := []string{}
+	var rest []string
+	p.mu.Lock()
+	for _, u := range users {
+		if p.count[u] > 0 || p.leaving[u] != nil {
+			out = append(out, u)
+		} else if p.rdb != nil {
+			rest = append(rest, u)
+		}
+	}
+	p.mu.Unlock()
+	if len(rest) == 0 {
+		return out
+	}
+	min := strconv.FormatInt(time.Now().Add(-presenceTTL).UnixMilli(), 10)
+	pipe := p.rdb.Pipeline()
+	counts := make([]*redis.IntCmd, len(rest))
+	for i, u := range rest {
+		counts[i] = pipe.ZCount(ctx, p.key(u), min, "+inf")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return out
+	}
+	for i, c := range counts {
+		if c.Val() > 0 {
+			out = append(out, rest[i])
+		}
+	}
+	return out
+}
+
+// refreshLoop keeps this process's entries fresh.
+func (p *presence) refreshLoop() {
+	defer p.wg.Done()
+	t := time.NewTicker(presenceRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		users := make([]string, 0, len(p.count)+len(p.leaving))
+		for u := range p.count {
+			users = append(users, u)
+		}
+		for u := range p.leaving {
+			users = append(users, u)
+		}
+		p.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		now := float64(time.Now().UnixMilli())
+		pipe := p.rdb.Pipeline()
+		for _, u := range users {
+			pipe.ZAdd(ctx, p.key(u), redis.Z{Score: now, Member: p.node})
+			pipe.Expire(ctx, p.key(u), presenceTTL)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			p.log.Warn("presence: refresh", "err", err)
+		}
+		cancel()
+	}
+}
+
+// close stops the refreshes and the pending offline announcements (the
+// server is going away; its sessions' entries in Redis go stale).
+func (p *presence) close() {
+	p.mu.Lock()
+	p.done = true
+	for _, t := range p.leaving {
+		t.Stop()
+	}
+	p.mu.Unlock()
+	if p.stop != nil {
+		close(p.stop)
+		p.wg.Wait()
+	}
+}

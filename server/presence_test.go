@@ -1,0 +1,113 @@
+package server_test
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+)
+
+// ephemeral decodes the v1.1 fields of typing, presence and hello frames.
+type ephemeral struct {
+	User   string   `json:"user"`
+	Conv   string   `json:"conv"`
+	Online *bool    `json:"online"`
+	List   []string `json:"-"`
+}
+
+func decodeEphemeral(t testing.TB, f frame) ephemeral {
+	t.Helper()
+	var e ephemeral
+	if f.Type == "hello" {
+		var h struct {
+			Online []string `json:"online"`
+		}
+		if err := json.Unmarshal(f.raw, &h); err != nil || h.Online == nil {
+			t.Fatalf("hello without an online list: %s", f)
+		}
+		e.List = h.Online
+		return e
+	}
+	if err := json.Unmarshal(f.raw, &e); err != nil {
+		t.Fatalf("decoding %s: %v", f, err)
+	}
+	return e
+}
+
+func presenceOf(user string, online bool) func(frame) bool {
+	return func(f frame) bool {
+		if f.Type != "presence" {
+			return false
+		}
+		var e ephemeral
+		_ = json.Unmarshal(f.raw, &e)
+		return e.User == user && e.Online != nil && *e.Online == online
+	}
+}
+
+// TestTyping: a member's typing reaches the other online members once per
+// interval; a non-member's is dropped without an error.
+func TestTyping(t *testing.T) {
+	ts := newServer(t)
+	alice, bob, dave := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "dave")
+	g := alice.group(t, "team", bob)
+	wa, wb, wd := alice.dial(t, "alice"), bob.dial(t, "bob"), dave.dial(t, "dave")
+	wa.write(t, map[string]any{"type": "typing", "conv": g.ID})
+	f := wb.next(t, "typing", ofType("typing"))
+	if e := decodeEphemeral(t, f); e.User != alice.ID() || e.Conv != g.ID {
+		t.Fatalf("typing frame %s", f)
+	}
+	// Within the interval: dropped silently.
+	wa.write(t, map[string]any{"type": "typing", "conv": g.ID})
+	wd.write(t, map[string]any{"type": "typing", "conv": g.ID})
+	wd.write(t, map[string]any{"type": "typing", "conv": "nonexistent"})
+	wa.ping(t)
+	wd.ping(t)
+	wb.ping(t)
+	if n := len(wb.received(ofType("typing"))); n != 1 {
+		t.Fatalf("bob got %d typing frames, want 1:\n%s", n, wb.dump())
+	}
+	if n := len(wa.received(ofType("typing"))); n != 0 {
+		t.Fatalf("the typist got its own typing:\n%s", wa.dump())
+	}
+	if n := len(wd.received(ofType("error"))); n != 0 {
+		t.Fatalf("a dropped typing was answered:\n%s", wd.dump())
+	}
+}
+
+// TestPresence: contacts hear when a user's first session opens and, after
+// the grace, when its last one closes; a reload within the grace is not
+// heard; hello lists the contacts online.
+func TestPresence(t *testing.T) {
+	const grace = 300 * time.Millisecond
+	ts := newServer(t, func(c *testConfig) { c.server.PresenceGrace = grace })
+	alice, bob, eve := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "eve")
+	alice.direct(t, bob)
+	wb := bob.dial(t, "bob")
+	we := eve.dial(t, "eve") // shares no conversation with alice
+	if e := decodeEphemeral(t, wb.hello); len(e.List) != 0 {
+		t.Fatalf("bob's hello online = %v, want none", e.List)
+	}
+	wa := alice.dial(t, "alice")
+	if e := decodeEphemeral(t, wa.hello); !slices.Equal(e.List, []string{bob.ID()}) {
+		t.Fatalf("alice's hello online = %v, want bob", e.List)
+	}
+	wb.next(t, "alice online", presenceOf(alice.ID(), true))
+
+	// A second session and a reload: nothing new is heard.
+	wa2 := alice.dial(t, "alice2")
+	wa.conn.CloseNow()
+	wa3 := alice.dial(t, "alice3")
+	wa2.conn.CloseNow()
+	time.Sleep(2 * grace)
+	wb.ping(t)
+	if n := len(wb.received(ofType("presence"))); n != 1 {
+		t.Fatalf("bob heard %d presence frames, want 1 (no flicker):\n%s", n, wb.dump())
+	}
+	wa3.conn.CloseNow()
+	wb.next(t, "alice offline", presenceOf(alice.ID(), false))
+	we.ping(t)
+	if n := len(we.received(ofType("presence"))); n != 0 {
+		t.Fatalf("eve, no contact of alice's, heard of her:\n%s", we.dump())
+	}
+}

@@ -1,0 +1,372 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+
+	"github.com/imserver/imserver/chat"
+)
+
+// What the writer does beyond inserting a plain text message: mutations
+// (edit, delete, reaction), replies and mentions. Everything that depends
+// on the target's current state is decided here, inside the write
+// transaction, so that two mutations of one message in one batch see each
+// other (a delete after an edit, a reaction after a delete). A refusal
+// stores nothing and leaves the seq to the next message.
+
+// hasExtras reports whether m needs more than the plain insert.
+func hasExtras(m *chat.Message) bool {
+	return m.Kind != chat.KindText || m.ReplyTo != 0 || len(m.Mentions) > 0
+}
+
+// target is the current state of a mutation's or reply's target.
+type target struct {
+	from     string
+	kind     string
+	body     string
+	mentions string
+	deleted  bool
+	doc      int64 // search document, 0 for none
+}
+
+// loadTarget reads seq of conv as the sender may see it: not_found when it
+// does not exist, is not a text message or lies before the sender's
+// visible range (the sender is a member, so nothing stored lies after it).
+func loadTarget(t *wtx, s *senderTx, conv string, seq int64) (target, error) {
+	var tg target
+	minSeq, _, err := senderRow(t, s)
+	if err != nil {
+		return tg, err
+	}
+	if seq < minSeq {
+		return tg, chat.Errorf(chat.ENotFound, "message %d not found", seq)
+	}
+	st, err := t.stmt(`SELECT sender_id, kind, body, COALESCE(mentions, ''), COALESCE(deleted, 0), COALESCE(doc, 0) FROM messages WHERE conv_id = ? AND seq = ?`)
+	if err != nil {
+		return tg, err
+	}
+	err = st.QueryRowContext(t.ctx, conv, seq).Scan(&tg.from, &tg.kind, &tg.body, &tg.mentions, &tg.deleted, &tg.doc)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && tg.kind != chat.KindText) {
+		return tg, chat.Errorf(chat.ENotFound, "message %d not found", seq)
+	}
+	return tg, err
+}
+
+// senderRow reads the sender's min_seq and role once per transaction
+// round (a function job may change them).
+func senderRow(t *wtx, s *senderTx) (int64, string, error) {
+	if !s.rowRead {
+		st, err := t.stmt(`SELECT min_seq, role FROM members WHERE conv_id = ? AND user_id = ?`)
+		if err != nil {
+			return 0, "", err
+		}
+		if err := st.QueryRowContext(t.ctx, s.conv, s.user).Scan(&s.minSeq, &s.role); err != nil {
+			return 0, "", err
+		}
+		s.rowRead = true
+	}
+	return s.minSeq, s.role, nil
+}
+
+// checkExtras decides whether j's message may be stored; a refusal is
+// returned as a *chat.Error, anything else is a failure of the batch. It
+// returns the target's state for applyExtras.
+func (w *writer) checkExtras(t *wtx, j *job, m *chat.Message) (target, error) {
+	if m.Kind == chat.KindText {
+		if m.ReplyTo == 0 {
+			return target{}, nil
+		}
+		_, err := loadTarget(t, j.sender, m.Conv, m.ReplyTo)
+		return target{}, err
+	}
+	tg, err := loadTarget(t, j.sender, m.Conv, m.Target)
+	if err != nil {
+		return tg, err
+	}
+	switch m.Kind {
+	case chat.KindEdit:
+		if tg.from != m.From {
+			return tg, chat.Errorf(chat.EForbidden, "only its sender may edit a message")
+		}
+	case chat.KindDelete:
+		if tg.from != m.From {
+			_, role, err := senderRow(t, j.sender)
+			if err != nil {
+				return tg, err
+			}
+			if j.conv.kind(t) != chat.Group || (role != chat.RoleOwner && role != chat.RoleAdmin) {
+				return tg, chat.Errorf(chat.EForbidden, "only its sender, or a group's owner or admin, may delete a message")
+			}
+		}
+	}
+	if tg.deleted {
+		return tg, chat.Errorf(chat.EConflict, "message %d was deleted", m.Target)
+	}
+	if m.Kind == chat.KindReaction {
+		st, err := t.stmt(`SELECT COUNT(*) FROM reactions WHERE conv_id = ? AND target = ? AND emoji = ? AND user_id = ?`)
+		if err != nil {
+			return tg, err
+		}
+		var n int
+		if err := st.QueryRowContext(t.ctx, m.Conv, m.Target, m.Emoji, m.From).Scan(&n); err != nil {
+			return tg, err
+		}
+		if (n > 0) == *m.On {
+			return tg, chat.Errorf(chat.EConflict, "the reaction would change nothing")
+		}
+	}
+	return tg, nil
+}
+
+// kind returns the conversation's kind, read once per transaction.
+func (c *convTx) kind(t *wtx) string {
+	if c.kindName == "" {
+		st, err := t.stmt(`SELECT kind FROM conversations WHERE id = ?`)
+		if err == nil {
+			err = st.QueryRowContext(t.ctx, c.id).Scan(&c.kindName)
+		}
+		if err != nil {
+			return ""
+		}
+	}
+	return c.kindName
+}
+
+// insertFull stores a message with the v1.1 columns.
+func insertFull(t *wtx, m *chat.Message, doc int64) (bool, error) {
+	ins, err := t.stmt(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, doc)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conv_id, sender_id, client_msg_id) DO NOTHING`)
+	if err != nil {
+		return false, err
+	}
+	res, err := ins.ExecContext(t.ctx, m.Conv, m.Seq, m.From, m.ClientMsgID, m.Kind, m.Body, m.TS,
+		nullInt(m.Target), nullString(m.Emoji), nullBool(m.On), nullInt(m.ReplyTo), nullString(strings.Join(m.Mentions, " ")), nullInt(doc))
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// applyExtras applies a stored message to the state it changes.
+func (w *writer) applyExtras(t *wtx, j *job, m *chat.Message, tg target) error {
+	if m.Kind == chat.KindText {
+		return addMentions(t, m.Conv, m.Seq, m.Mentions)
+	}
+	// A mutation is not a message unread counts.
+	if err := uncount(t, m.Conv, m.Seq); err != nil {
+		return err
+	}
+	switch m.Kind {
+	case chat.KindEdit:
+		return w.applyEdit(t, j, m, tg)
+	case chat.KindDelete:
+		return w.applyDelete(t, j, m, tg)
+	case chat.KindReaction:
+		if *m.On {
+			st, err := t.stmt(`INSERT INTO reactions (conv_id, target, emoji, user_id, seq) VALUES (?, ?, ?, ?, ?)`)
+			if err != nil {
+				return err
+			}
+			_, err = st.ExecContext(t.ctx, m.Conv, m.Target, m.Emoji, m.From, m.Seq)
+			return err
+		}
+		st, err := t.stmt(`DELETE FROM reactions WHERE conv_id = ? AND target = ? AND emoji = ? AND user_id = ?`)
+		if err != nil {
+			return err
+		}
+		_, err = st.ExecContext(t.ctx, m.Conv, m.Target, m.Emoji, m.From)
+		return err
+	}
+	return nil
+}
+
+func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
+	st, err := t.stmt(`UPDATE messages SET body = ?, edited_at = ?, mentions = ? WHERE conv_id = ? AND seq = ?`)
+	if err != nil {
+		return err
+	}
+	if _, err := st.ExecContext(t.ctx, m.Body, m.TS, nullString(strings.Join(m.Mentions, " ")), m.Conv, m.Target); err != nil {
+		return err
+	}
+	if err := dropMentions(t, m.Conv, m.Target, tg.mentions); err != nil {
+		return err
+	}
+	if err := addMentions(t, m.Conv, m.Target, m.Mentions); err != nil {
+		return err
+	}
+	if tg.doc == 0 {
+		// Not indexed yet (a text with no body): it is now.
+		doc, err := t.nextDoc()
+		if err != nil {
+			return err
+		}
+		st, err := t.stmt(`UPDATE messages SET doc = ? WHERE conv_id = ? AND seq = ?`)
+		if err != nil {
+			return err
+		}
+		if _, err := st.ExecContext(t.ctx, doc, m.Conv, m.Target); err != nil {
+			return err
+		}
+		return w.index(t, m.Conv, m.Target, doc, m.Body)
+	}
+	if err := w.unindex(t, tg.doc, tg.body); err != nil {
+		return err
+	}
+	return w.reindex(t, tg.doc, m.Body)
+}
+
+// applyDelete erases the target's content: its body, the bodies of its
+// edits, its reactions, its mentions and its search entry. With
+// secure_delete on, the freed bytes are zeroed in the database file; the
+// WAL frames that still hold them go at the next truncating checkpoint
+// (DB.Close).
+func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
+	st, err := t.stmt(`UPDATE messages SET body = '', deleted = 1, mentions = NULL, doc = NULL WHERE conv_id = ? AND seq = ?`)
+	if err != nil {
+		return err
+	}
+	if _, err := st.ExecContext(t.ctx, m.Conv, m.Target); err != nil {
+		return err
+	}
+	edits, err := t.stmt(`UPDATE messages SET body = '', mentions = NULL WHERE conv_id = ? AND target = ? AND kind = 'edit'`)
+	if err != nil {
+		return err
+	}
+	if _, err := edits.ExecContext(t.ctx, m.Conv, m.Target); err != nil {
+		return err
+	}
+	reactions, err := t.stmt(`DELETE FROM reactions WHERE conv_id = ? AND target = ?`)
+	if err != nil {
+		return err
+	}
+	if _, err := reactions.ExecContext(t.ctx, m.Conv, m.Target); err != nil {
+		return err
+	}
+	if err := dropMentions(t, m.Conv, m.Target, tg.mentions); err != nil {
+		return err
+	}
+	if err := uncount(t, m.Conv, m.Target); err != nil {
+		return err
+	}
+	if err := eraseAttachments(t, m.Conv, m.Target); err != nil {
+		return err
+	}
+	return w.forget(t, tg.doc, tg.body)
+}
+
+// eraseAttachments is where a delete lets go of the target's files: the
+// files' rows, and the bytes on disk once no message holds them. Messages
+// carry no attachments yet.
+func eraseAttachments(*wtx, string, int64) error { return nil }
+
+func uncount(t *wtx, conv string, seq int64) error {
+	st, err := t.stmt(`INSERT OR IGNORE INTO uncounted (conv_id, seq) VALUES (?, ?)`)
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(t.ctx, conv, seq)
+	return err
+}
+
+func addMentions(t *wtx, conv string, seq int64, users []string) error {
+	if len(users) == 0 {
+		return nil
+	}
+	st, err := t.stmt(`INSERT OR IGNORE INTO mentions (user_id, conv_id, seq) VALUES (?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	for _, u := range users {
+		if _, err := st.ExecContext(t.ctx, u, conv, seq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropMentions removes seq's mention rows; stored is the message's
+// mentions column (space-separated ids).
+func dropMentions(t *wtx, conv string, seq int64, stored string) error {
+	if stored == "" {
+		return nil
+	}
+	st, err := t.stmt(`DELETE FROM mentions WHERE user_id = ? AND conv_id = ? AND seq = ?`)
+	if err != nil {
+		return err
+	}
+	for _, u := range strings.Fields(stored) {
+		if _, err := st.ExecContext(t.ctx, u, conv, seq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func nullInt(v int64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nullBool(b *bool) any {
+	if b == nil {
+		return nil
+	}
+	if *b {
+		return int64(1)
+	}
+	return int64(0)
+}
+
+// foldReactions fills in the current reactions of the text messages of
+// msgs (ascending seqs of conv), with one range query.
+func foldReactions(ctx context.Context, tx *sql.Tx, conv string, msgs []chat.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT target, emoji, user_id FROM reactions
+		WHERE conv_id = ? AND target BETWEEN ? AND ? ORDER BY target, seq`, conv, msgs[0].Seq, msgs[len(msgs)-1].Seq)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		var seq int64
+		var emoji, user string
+		if err := rows.Scan(&seq, &emoji, &user); err != nil {
+			return err
+		}
+		for i < len(msgs) && msgs[i].Seq < seq {
+			i++
+		}
+		if i == len(msgs) || msgs[i].Seq != seq || msgs[i].Kind != chat.KindText {
+			continue
+		}
+		msgs[i].Reactions = addReaction(msgs[i].Reactions, emoji, user)
+	}
+	return rows.Err()
+}
+
+// addReaction adds user to emoji's reaction, rows coming in the order of
+// their reaction messages: emoji thus stay in order of first use.
+func addReaction(rs []chat.Reaction, emoji, user string) []chat.Reaction {
+	for k := range rs {
+		if rs[k].Emoji == emoji {
+			rs[k].Users = append(rs[k].Users, user)
+			return rs
+		}
+	}
+	return append(rs, chat.Reaction{Emoji: emoji, Users: []string{user}})
+}

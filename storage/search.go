@@ -1,0 +1,137 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+
+	"github.com/imserver/imserver/chat"
+)
+
+// snippetRunes is the length of a search result's snippet.
+const snippetRunes = 120
+
+// searchRange is a conversation's visible range for one user.
+type searchRange struct {
+	lo, hi int64
+}
+
+// Search implements chat.MessageStore. The hits of the query are walked
+// from the newest (the index is keyed by a document number in commit
+// order) and kept when they lie in one of the user's visible ranges, until
+// the page is full. The cost is the hits newer than the last one returned,
+// whoever may see them; the index answers far faster than one query per
+// conversation would (each query seeks every term in every segment).
+func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat.SearchResults, error) {
+	res := chat.SearchResults{Results: []chat.SearchHit{}}
+	tx, err := db.readers.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return res, err
+	}
+	defer tx.Rollback()
+	ranges, err := searchRanges(ctx, tx, user, q.Conv)
+	if err != nil {
+		return res, err
+	}
+	if q.Conv != "" && len(ranges) == 0 {
+		return res, db.missingMember(ctx, tx, q.Conv)
+	}
+	if len(ranges) == 0 {
+		res.Completed = true
+		return res, nil
+	}
+	query := `SELECT d.conv_id, d.seq FROM messages_fts f JOIN search_docs d ON d.doc = f.rowid WHERE messages_fts MATCH ?`
+	args := []any{q.Match}
+	if q.Conv != "" {
+		query += ` AND d.conv_id = ?`
+		args = append(args, q.Conv)
+	}
+	rows, err := tx.QueryContext(ctx, query+` ORDER BY f.rowid DESC`, args...)
+	if err != nil {
+		return res, searchError(err)
+	}
+	type hit struct {
+		conv string
+		seq  int64
+	}
+	var hits []hit
+	for rows.Next() && len(hits) <= q.Limit {
+		var h hit
+		if err := rows.Scan(&h.conv, &h.seq); err != nil {
+			rows.Close()
+			return res, err
+		}
+		r, ok := ranges[h.conv]
+		if !ok || h.seq < r.lo || h.seq > r.hi || (q.BeforeSeq > 0 && h.seq >= q.BeforeSeq) {
+			continue
+		}
+		hits = append(hits, h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return res, searchError(err)
+	}
+	res.Completed = len(hits) <= q.Limit
+	if !res.Completed {
+		hits = hits[:q.Limit]
+	}
+	load, err := tx.PrepareContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE conv_id = ? AND seq = ?`)
+	if err != nil {
+		return res, err
+	}
+	defer load.Close()
+	for _, h := range hits {
+		m, err := scanMessage(load.QueryRowContext(ctx, h.conv, h.seq), h.conv)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		} else if err != nil {
+			return res, err
+		}
+		if m.Kind != chat.KindText || m.Deleted {
+			continue
+		}
+		one := []chat.Message{m}
+		if err := foldReactions(ctx, tx, m.Conv, one); err != nil {
+			return res, err
+		}
+		res.Results = append(res.Results, chat.SearchHit{Conv: m.Conv, Message: one[0], Snippet: chat.Snippet(m.Body, q.Terms, snippetRunes)})
+	}
+	return res, nil
+}
+
+// searchRanges returns the visible ranges of user's conversations (only
+// conv when it is set), including those it left.
+func searchRanges(ctx context.Context, tx *sql.Tx, user, conv string) (map[string]searchRange, error) {
+	query := `SELECT m.conv_id, m.min_seq, COALESCE(m.max_seq, c.max_seq) FROM members m
+		JOIN conversations c ON c.id = m.conv_id WHERE m.user_id = ?`
+	args := []any{user}
+	if conv != "" {
+		query += ` AND m.conv_id = ?`
+		args = append(args, conv)
+	}
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]searchRange)
+	for rows.Next() {
+		var id string
+		var r searchRange
+		if err := rows.Scan(&id, &r.lo, &r.hi); err != nil {
+			return nil, err
+		}
+		out[id] = r
+	}
+	return out, rows.Err()
+}
+
+// searchError turns what the index says of a query it cannot run into
+// bad_request: the parser quotes every term, so this is a safety net.
+func searchError(err error) error {
+	if strings.Contains(err.Error(), "fts5") {
+		return chat.Errorf(chat.EBadRequest, "the search query cannot be run")
+	}
+	return err
+}

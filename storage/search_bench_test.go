@@ -1,0 +1,142 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/imserver/imserver/chat"
+)
+
+// BenchmarkSearch measures two-word searches of a user who is in 100
+// conversations holding 1M messages in all (IMSERVER_SEARCH_MESSAGES
+// changes the count), populated through the writer in big batches. Words
+// follow a Zipf law over a 20,000-word vocabulary; the query words are
+// drawn from the 2,000 most common. It reports p50 and p99 latencies and
+// the index's size against the bodies'.
+func BenchmarkSearch(b *testing.B) {
+	total := 1_000_000
+	if s := os.Getenv("IMSERVER_SEARCH_MESSAGES"); s != "" {
+		total, _ = strconv.Atoi(s)
+	}
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(b.TempDir(), "search.db"), Options{Synchronous: "NORMAL"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	const convs = 100
+	for i := range convs {
+		if err := db.CreateGroup(ctx, fmt.Sprintf("g%03d", i), "g", "u", nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	vocab := make([]string, 20_000)
+	wr := rand.New(rand.NewPCG(1, 2))
+	for i := range vocab {
+		n := 3 + wr.IntN(7)
+		w := make([]byte, n)
+		for j := range w {
+			w[j] = byte('a' + wr.IntN(26))
+		}
+		vocab[i] = string(w)
+	}
+	start := time.Now()
+	populate(b, db, total, convs, vocab)
+	b.Logf("populated %d messages in %s", total, time.Since(start).Round(time.Second))
+	bodies, index := searchSizes(b, db)
+	b.Logf("bodies %d bytes, index %d bytes (%.2fx)", bodies, index, float64(index)/float64(bodies))
+
+	// A sub-benchmark, so that the population above runs once however
+	// many rounds the timing takes.
+	b.Run("two-words", func(b *testing.B) {
+		qr := rand.New(rand.NewPCG(3, 4))
+		durs := make([]time.Duration, 0, b.N)
+		for range b.N {
+			sq, err := chat.ParseSearch(vocab[qr.IntN(2000)] + " " + vocab[qr.IntN(2000)])
+			if err != nil {
+				b.Fatal(err)
+			}
+			sq.Limit = chat.DefaultSearchLimit
+			t0 := time.Now()
+			if _, err := db.Search(ctx, "u", sq); err != nil {
+				b.Fatal(err)
+			}
+			durs = append(durs, time.Since(t0))
+		}
+		sort.Slice(durs, func(i, j int) bool { return durs[i] < durs[j] })
+		b.ReportMetric(float64(durs[len(durs)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(durs[len(durs)*99/100].Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(index)/float64(bodies), "index/bodies")
+	})
+}
+
+// populate appends total messages through the writer, many in flight.
+func populate(b *testing.B, db *DB, total, convs int, vocab []string) {
+	ctx := context.Background()
+	zipf := func(r *rand.Rand) string {
+		// Zipf-like: rank ~ n^(u^2) keeps common words common.
+		return vocab[int(float64(len(vocab))*r.Float64()*r.Float64()*r.Float64())]
+	}
+	const workers, window = 8, 500
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 9))
+			pending := make([]chat.Pending, 0, window)
+			flush := func() bool {
+				for _, p := range pending {
+					if _, _, err := p(); err != nil {
+						errs <- err
+						return false
+					}
+				}
+				pending = pending[:0]
+				return true
+			}
+			for i := w; i < total; i += workers {
+				words := make([]string, 6+r.IntN(9))
+				for k := range words {
+					words[k] = zipf(r)
+				}
+				pending = append(pending, db.Append(ctx, chat.Message{Conv: fmt.Sprintf("g%03d", i%convs), From: "u",
+					ClientMsgID: strconv.Itoa(i), Kind: chat.KindText, Body: strings.Join(words, " ")}))
+				if len(pending) == window && !flush() {
+					return
+				}
+			}
+			flush()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// searchSizes returns the bytes of the bodies and of the search index
+// (every page of its shadow tables, as dbstat counts them).
+func searchSizes(b *testing.B, db *DB) (bodies, index int64) {
+	if err := db.readers.QueryRow(`SELECT SUM(length(CAST(body AS BLOB))) FROM messages WHERE kind = 'text'`).Scan(&bodies); err != nil {
+		b.Fatal(err)
+	}
+	if err := db.readers.QueryRow(`SELECT SUM(pgsize) FROM dbstat WHERE name LIKE 'messages_fts%'`).Scan(&index); err != nil {
+		b.Logf("dbstat: %v; counting the index's blocks instead", err)
+		if err := db.readers.QueryRow(`SELECT SUM(length(block)) FROM messages_fts_data`).Scan(&index); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return bodies, index
+}
