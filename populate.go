@@ -57,6 +57,7 @@ reports the rate: the store's write cost at that database size.`,
 	f.Float64Var(&o.ZipfS, "zipf", 1.1, "Zipf exponent of messages over conversations (> 1)")
 	f.Uint64Var(&o.Seed, "seed", 1, "random seed (the same seed makes the same shape)")
 	f.StringVar(&o.Synchronous, "sqlite-sync", "NORMAL", "sqlite.synchronous while populating (--more: FULL)")
+	f.BoolVar(&o.NoMutations, "no-mutations", false, "text messages only (by default 10% are reactions and 3% edits of recent messages)")
 	f.BoolVar(&o.More, "more", false, "append --messages to an existing generated history (wall-clock stamps) and report the rate: the writer's cost at that size")
 	f.IntVar(&o.BatchSize, "batch", 5000, "messages per write transaction at most")
 	f.IntVar(&o.Workers, "workers", 8, "concurrent appenders (each keeps 2,000 appends in flight)")

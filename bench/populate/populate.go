@@ -60,6 +60,9 @@ type Options struct {
 	BatchSize int // writer batch, default 5000
 	CacheKiB  int // writer page cache, default 256 MiB
 	Workers   int // concurrent appenders, default 8
+	// NoMutations leaves out the team mix: by default a tenth of the
+	// messages are reactions and 3% edits of recent text messages.
+	NoMutations bool
 	// More appends Messages messages to a history this package made
 	// earlier (o.DB must exist), with wall-clock timestamps: the writer's
 	// cost on a database of that size, measured (Stats.MessagesPerSec)
@@ -416,7 +419,15 @@ func appendMessages(ctx context.Context, db *storage.DB, o Options, rng *mrand.R
 		zipf := mrand.NewZipf(r, o.ZipfS, 1, uint64(len(rank)-1))
 		pend := make([]chat.Pending, 0, chunk)
 		targets := make([]*conv, 0, chunk)
+		var kinds []string
+		type stored struct {
+			conv *conv
+			seq  int64
+			from string
+		}
+		var recent []stored
 		for {
+			kinds = kinds[:0]
 			k := min(chunk, total-issued.Add(chunk)+chunk)
 			if k <= 0 {
 				return nil
@@ -425,17 +436,43 @@ func appendMessages(ctx context.Context, db *storage.DB, o Options, rng *mrand.R
 			for range k {
 				c := rank[zipf.Uint64()]
 				from := users[c.members[r.IntN(len(c.members))]]
-				pend = append(pend, db.Append(ctx, chat.Message{
-					Conv: c.id, From: from, ClientMsgID: uuid(r), Kind: "text", Body: body(r),
-				}))
+				m := chat.Message{Conv: c.id, From: from, ClientMsgID: uuid(r), Kind: chat.KindText, Body: body(r)}
+				if !o.NoMutations && len(recent) > 0 {
+					// The team mix: reactions (10%) and edits (3%) of
+					// text messages this worker stored recently.
+					switch x := r.Float64(); {
+					case x < 0.10:
+						t := recent[r.IntN(len(recent))]
+						on := true
+						m = chat.Message{Conv: t.conv.id, From: users[t.conv.members[r.IntN(len(t.conv.members))]], ClientMsgID: uuid(r),
+							Kind: chat.KindReaction, Target: t.seq, Emoji: emoji[r.IntN(len(emoji))], On: &on}
+						c = t.conv
+					case x < 0.13:
+						t := recent[r.IntN(len(recent))]
+						m = chat.Message{Conv: t.conv.id, From: t.from, ClientMsgID: uuid(r), Kind: chat.KindEdit, Target: t.seq, Body: body(r)}
+						c = t.conv
+					}
+				}
+				pend = append(pend, db.Append(ctx, m))
 				targets = append(targets, c)
+				kinds = append(kinds, m.Kind)
 			}
 			for i, p := range pend {
 				m, _, err := p()
+				if err != nil && kinds[i] != chat.KindText && chat.ErrorCode(err) != "" {
+					continue // a mutation the store refused (e.g. of a message deleted meanwhile): the mix, not a failure
+				}
 				if err != nil {
 					return fmt.Errorf("append: %w", err)
 				}
 				c := targets[i]
+				if kinds[i] == chat.KindText {
+					if len(recent) < 256 {
+						recent = append(recent, stored{c, m.Seq, m.From})
+					} else {
+						recent[r.IntN(len(recent))] = stored{c, m.Seq, m.From}
+					}
+				}
 				for {
 					cur := c.maxSeq.Load()
 					if m.Seq <= cur || c.maxSeq.CompareAndSwap(cur, m.Seq) {
@@ -507,6 +544,8 @@ func uuid(r *mrand.Rand) string {
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
+
+var emoji = []string{"👍", "🎉", "😂", "❤️", "👀", ":ship:"}
 
 var words = strings.Fields(`the a to and of in is it for on that this we with be can at
 deploy build review merge ticket meeting lunch today tomorrow please thanks ok sure done
