@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net/url"
 	"os"
+	"reflect"
 	"strings"
 	"time"
+
+	"github.com/imserver/imserver/server"
 
 	"gopkg.in/yaml.v3"
 )
@@ -25,7 +29,21 @@ type Config struct {
 	Auth struct {
 		Registration string   `yaml:"registration"`
 		Admins       []string `yaml:"admins"`
+		// TokenIdle ends a session unused this long; TokenMaxAge one this
+		// old (0 = never).
+		TokenIdle   time.Duration `yaml:"token_idle"`
+		TokenMaxAge time.Duration `yaml:"token_max_age"`
 	} `yaml:"auth"`
+	HTTP struct {
+		// ReadTimeout bounds an API request's body, WriteTimeout its
+		// answer (per request: WebSockets keep their own deadlines).
+		ReadTimeout  time.Duration `yaml:"read_timeout"`
+		WriteTimeout time.Duration `yaml:"write_timeout"`
+		// TrustedProxies are the reverse proxies whose X-Forwarded-For
+		// names the client; PublicURL is how users reach the server.
+		TrustedProxies []string `yaml:"trusted_proxies"`
+		PublicURL      string   `yaml:"public_url"`
+	} `yaml:"http"`
 	Storm struct {
 		Window        time.Duration `yaml:"window"`
 		Threshold     int           `yaml:"threshold"`
@@ -40,12 +58,19 @@ type Config struct {
 		MaxFrameBytes   int64   `yaml:"max_frame_bytes"`
 		SendRate        float64 `yaml:"send_rate"`
 		SendBurst       int     `yaml:"send_burst"`
+		RegisterPerHour int     `yaml:"register_per_hour"`
+		LoginFailures   int     `yaml:"login_failures"`
 	} `yaml:"limits"`
+	TLS    TLSConfig  `yaml:"tls"`
+	Push   PushConfig `yaml:"push"`
 	SQLite struct {
 		Synchronous string        `yaml:"synchronous"`
 		BatchSize   int           `yaml:"batch_size"`
 		BatchDelay  time.Duration `yaml:"batch_delay"`
 		Readers     int           `yaml:"readers"`
+		// PipelinedSync: with FULL, the WAL is fsynced beside the writer
+		// (the next batch runs meanwhile) instead of inside COMMIT.
+		PipelinedSync bool `yaml:"pipelined_sync"`
 	} `yaml:"sqlite"`
 	// Retention.Days > 0 deletes messages older than that many days.
 	Retention struct {
@@ -55,7 +80,12 @@ type Config struct {
 		AllowedOrigins []string      `yaml:"allowed_origins"`
 		SessionQueue   int           `yaml:"session_queue"`
 		WriteTimeout   time.Duration `yaml:"write_timeout"`
-		PresenceGrace  time.Duration `yaml:"presence_grace"`
+		// WriteDelay holds a session's writer this long once something is
+		// queued, so that more frames leave in the same write.
+		WriteDelay    time.Duration `yaml:"write_delay"`
+		PresenceGrace time.Duration `yaml:"presence_grace"`
+		// MaxSessionsPerUser bounds one user's open sockets per process.
+		MaxSessionsPerUser int `yaml:"max_sessions_per_user"`
 	} `yaml:"websocket"`
 	Chat struct {
 		AckFlushInterval time.Duration `yaml:"ack_flush_interval"`
@@ -86,6 +116,41 @@ type WebhookConfig struct {
 	Secret string   `yaml:"secret"`
 }
 
+// TLSConfig serves HTTPS from certificate files or from certificates
+// obtained with ACME (Let's Encrypt).
+type TLSConfig struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// HTTPAddr serves ACME HTTP-01 challenges and redirects the rest to
+	// HTTPS; empty for none.
+	HTTPAddr string `yaml:"http_addr"`
+	ACME     struct {
+		Domains      []string `yaml:"domains"`
+		Email        string   `yaml:"email"`
+		CacheDir     string   `yaml:"cache_dir"`
+		DirectoryURL string   `yaml:"directory_url"`
+		// CAFile is a PEM file of the CAs that sign the ACME server's own
+		// HTTPS certificate (a private ACME server, tests); empty trusts
+		// the system's.
+		CAFile string `yaml:"ca_file"`
+	} `yaml:"acme"`
+}
+
+// enabled reports whether the server serves TLS.
+func (t *TLSConfig) enabled() bool { return t.CertFile != "" || len(t.ACME.Domains) > 0 }
+
+// PushConfig is Web Push.
+type PushConfig struct {
+	Enabled      bool          `yaml:"enabled"`
+	Delay        time.Duration `yaml:"delay"`
+	Preview      bool          `yaml:"preview"`
+	AllowPrivate bool          `yaml:"allow_private"`
+	Subscriber   string        `yaml:"subscriber"`
+	Timeout      time.Duration `yaml:"timeout"`
+	Queue        int           `yaml:"queue"`
+	Attempts     int           `yaml:"attempts"`
+}
+
 // defaultConfig is what `imserver serve` runs with when given nothing.
 func defaultConfig() Config {
 	var c Config
@@ -95,6 +160,10 @@ func defaultConfig() Config {
 	c.Seq.GroupBlock = 100
 	c.Seq.DirectBlock = 50
 	c.Auth.Registration = "open"
+	c.Auth.TokenIdle = 720 * time.Hour
+	c.HTTP.ReadTimeout = 30 * time.Second
+	c.HTTP.WriteTimeout = 30 * time.Second
+	c.WebSocket.MaxSessionsPerUser = 32
 	c.Storm.Window = 60 * time.Second
 	c.Storm.Threshold = 100
 	c.Storm.LowerMark = 50
@@ -106,6 +175,15 @@ func defaultConfig() Config {
 	c.Limits.MaxFrameBytes = 65536
 	c.Limits.SendRate = 50
 	c.Limits.SendBurst = 200
+	c.Limits.RegisterPerHour = 10
+	c.Limits.LoginFailures = 10
+	c.TLS.ACME.CacheDir = "acme-cache"
+	c.Push.Enabled = true
+	c.Push.Delay = 10 * time.Second
+	c.Push.Preview = true
+	c.Push.Timeout = 10 * time.Second
+	c.Push.Queue = 1000
+	c.Push.Attempts = 4
 	c.SQLite.Synchronous = "FULL"
 	c.SQLite.BatchSize = 1000
 	c.WebSocket.SessionQueue = 512
@@ -202,9 +280,29 @@ func (c *Config) deriveDefaults(set map[string]bool) {
 
 func (c *Config) validate() error {
 	switch c.Auth.Registration {
-	case "open", "closed":
+	case "open", "invite", "closed":
 	default:
-		return fmt.Errorf("auth.registration must be open or closed, not %q", c.Auth.Registration)
+		return fmt.Errorf("auth.registration must be open, invite or closed, not %q", c.Auth.Registration)
+	}
+	if c.Limits.RegisterPerHour < 0 || c.Limits.LoginFailures < 0 {
+		return fmt.Errorf("limits.register_per_hour and limits.login_failures must be >= 0 (0 = no limit)")
+	}
+	if _, err := server.ParseTrustedProxies(c.HTTP.TrustedProxies); err != nil {
+		return fmt.Errorf("http.trusted_proxies: %w", err)
+	}
+	if c.HTTP.PublicURL != "" {
+		if u, err := url.Parse(c.HTTP.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("http.public_url must be an http(s) URL, not %q", c.HTTP.PublicURL)
+		}
+	}
+	if err := c.TLS.validate(); err != nil {
+		return err
+	}
+	if c.Push.Enabled && (c.Push.Delay <= 0 || c.Push.Timeout <= 0 || c.Push.Queue < 1 || c.Push.Attempts < 1) {
+		return fmt.Errorf("push.delay and push.timeout must be positive, push.queue and push.attempts >= 1")
+	}
+	if c.WebSocket.WriteDelay < 0 || c.WebSocket.WriteDelay > time.Second {
+		return fmt.Errorf("websocket.write_delay must be between 0 (off) and 1s, not %s", c.WebSocket.WriteDelay)
 	}
 	if c.Storm.Threshold < 0 {
 		return fmt.Errorf("storm.threshold must be >= 0 (0 turns storm mode off), not %d", c.Storm.Threshold)
@@ -222,6 +320,12 @@ func (c *Config) validate() error {
 		if c.Storm.Window <= 0 || c.Storm.FlushInterval <= 0 {
 			return fmt.Errorf("storm.window and storm.flush_interval must be positive")
 		}
+	}
+	if err := negativeDurations(reflect.ValueOf(*c), ""); err != nil {
+		return err
+	}
+	if c.WebSocket.MaxSessionsPerUser < 1 {
+		return fmt.Errorf("websocket.max_sessions_per_user must be >= 1, not %d", c.WebSocket.MaxSessionsPerUser)
 	}
 	if c.WebSocket.PresenceGrace <= 0 || c.WebSocket.PresenceGrace > 5*time.Second {
 		return fmt.Errorf("websocket.presence_grace must be above 0 and at most 5s, not %s", c.WebSocket.PresenceGrace)
@@ -244,4 +348,31 @@ func (c *Config) validate() error {
 		return fmt.Errorf("events.capacity must be >= 1, not %d", c.Events.Capacity)
 	}
 	return validateWebhooks(c.Webhooks)
+}
+
+// negativeDurations finds a negative duration anywhere in the configuration
+// and names its key: none of them means anything below zero, and a silent
+// fallback to a default would hide the typo.
+func negativeDurations(v reflect.Value, prefix string) error {
+	if v.Kind() != reflect.Struct {
+		return nil
+	}
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		key := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if prefix != "" {
+			key = prefix + "." + key
+		}
+		fv := v.Field(i)
+		if d, ok := fv.Interface().(time.Duration); ok {
+			if d < 0 {
+				return fmt.Errorf("%s must not be negative, not %s", key, d)
+			}
+			continue
+		}
+		if err := negativeDurations(fv, key); err != nil {
+			return err
+		}
+	}
+	return nil
 }

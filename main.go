@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,7 +36,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(serveCommand(), userCommand(), versionCommand(), healthcheckCommand(), populateCommand(), vacuumCommand(), bench.Command())
+	root.AddCommand(serveCommand(), userCommand(), inviteCommand(), versionCommand(), healthcheckCommand(), populateCommand(), vacuumCommand(), bench.Command())
 	return root
 }
 
@@ -114,13 +115,17 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	metrics.WatchEventQueue(events)
 	var svc *chat.Service
 	db, err := storage.Open(ctx, cfg.DB, storage.Options{
-		Synchronous: cfg.SQLite.Synchronous,
-		BatchSize:   cfg.SQLite.BatchSize,
-		BatchDelay:  cfg.SQLite.BatchDelay,
-		Readers:     cfg.SQLite.Readers,
-		Retention:   time.Duration(cfg.Retention.Days) * 24 * time.Hour,
-		OnCommit:    func(m []chat.Message) { svc.Committed(m) },
+		Synchronous:   cfg.SQLite.Synchronous,
+		BatchSize:     cfg.SQLite.BatchSize,
+		BatchDelay:    cfg.SQLite.BatchDelay,
+		Readers:       cfg.SQLite.Readers,
+		PipelinedSync: cfg.SQLite.PipelinedSync,
+		Retention:     time.Duration(cfg.Retention.Days) * 24 * time.Hour,
+		// Fan-out and the answers to WebSocket sends run together, off
+		// the writer's goroutine.
+		OnBatch:     func(m []chat.Message, answer func()) { svc.CommittedThen(m, answer) },
 		Metrics:     metrics,
+		Logger:      log,
 		Redis:       rdb,
 		RedisPrefix: cfg.RedisPrefix,
 		RedisAlloc:  seq.RedisAllocOptions{GroupBlock: cfg.Seq.GroupBlock, DirectBlock: cfg.Seq.DirectBlock},
@@ -130,6 +135,17 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	}
 	ccfg := chatConfig(cfg)
 	ccfg.Storm.Counter, ccfg.Events, ccfg.Observer = window, events, metrics
+	var push *server.PushSender
+	if cfg.Push.Enabled {
+		push = server.NewPushSender(server.PushOptions{
+			Subscriber:   pushSubscriber(cfg),
+			AllowPrivate: cfg.Push.AllowPrivate,
+			Timeout:      cfg.Push.Timeout,
+			QueueSize:    cfg.Push.Queue,
+			Attempts:     cfg.Push.Attempts,
+		}, metrics, log)
+		ccfg.Push = chat.PushConfig{Sender: push, Delay: cfg.Push.Delay, Preview: cfg.Push.Preview}
+	}
 	if bus != nil {
 		ccfg.Peers = bus
 	}
@@ -145,17 +161,47 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		return err
 	}
 	build := readBuildInfo()
+	stopAll := func() {
+		svc.Close()
+		if push != nil {
+			push.Close()
+		}
+		db.Close()
+	}
+	if push != nil {
+		if err := push.Start(ctx, svc); err != nil {
+			stopAll()
+			return err
+		}
+	}
+	proxies, _ := server.ParseTrustedProxies(cfg.HTTP.TrustedProxies) // checked by validate
+	tlsc, err := setupTLS(cfg.TLS, log)
+	if err != nil {
+		stopAll()
+		return err
+	}
 	srv := server.New(server.Config{
-		MaxRequestBytes: cfg.Limits.MaxRequestBytes,
-		MaxFrameBytes:   cfg.Limits.MaxFrameBytes,
-		AllowedOrigins:  cfg.WebSocket.AllowedOrigins,
-		SessionQueue:    cfg.WebSocket.SessionQueue,
-		WriteTimeout:    cfg.WebSocket.WriteTimeout,
-		PresenceGrace:   cfg.WebSocket.PresenceGrace,
-		Pprof:           cfg.Debug.Pprof,
-		Version:         build.Version,
-		Commit:          build.Commit,
-		Schema:          schema,
+		MaxRequestBytes:    cfg.Limits.MaxRequestBytes,
+		MaxFrameBytes:      cfg.Limits.MaxFrameBytes,
+		AllowedOrigins:     cfg.WebSocket.AllowedOrigins,
+		SessionQueue:       cfg.WebSocket.SessionQueue,
+		WriteTimeout:       cfg.WebSocket.WriteTimeout,
+		WriteDelay:         cfg.WebSocket.WriteDelay,
+		PresenceGrace:      cfg.WebSocket.PresenceGrace,
+		Pprof:              cfg.Debug.Pprof,
+		ReadTimeout:        cfg.HTTP.ReadTimeout,
+		APIWriteTimeout:    cfg.HTTP.WriteTimeout,
+		MaxSessionsPerUser: cfg.WebSocket.MaxSessionsPerUser,
+		Version:            build.Version,
+		Commit:             build.Commit,
+		Schema:             schema,
+		TrustedProxies:     proxies,
+		LoginFailures:      cfg.Limits.LoginFailures,
+		RegisterPerHour:    cfg.Limits.RegisterPerHour,
+		PublicURL:          cfg.HTTP.PublicURL,
+		HSTS:               tlsc != nil,
+		Push:               push,
+		PushAllowPrivate:   cfg.Push.AllowPrivate,
 	}, svc, hub, metrics, web.Handler(), health, log)
 	if rdb != nil {
 		srv.ShareOnline(rdb, cfg.RedisPrefix)
@@ -163,11 +209,24 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 
 	l, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		svc.Close()
-		db.Close()
+		stopAll()
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on http://%s (database %s, schema %d)\n", build.Version, l.Addr(), cfg.DB, schema)
+	scheme := "http"
+	if tlsc != nil {
+		scheme = "https"
+		l = tls.NewListener(l, tlsc.config)
+		if cfg.TLS.HTTPAddr != "" {
+			stopPlain, err := servePlain(ctx, cfg.TLS.HTTPAddr, tlsc.plain, log)
+			if err != nil {
+				l.Close()
+				stopAll()
+				return err
+			}
+			defer stopPlain()
+		}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on %s://%s (database %s, schema %d)\n", build.Version, scheme, l.Addr(), cfg.DB, schema)
 	hooks := server.NewWebhooks(events, webhooks(cfg), server.WebhookOptions{
 		Timeout:      cfg.Events.WebhookTimeout,
 		Attempts:     cfg.Events.WebhookAttempts,
@@ -190,6 +249,9 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	// let the writer commit what is queued.
 	err = errors.Join(err, srv.Shutdown(shutdownCtx))
 	svc.Close()
+	if push != nil {
+		push.Close()
+	}
 	hooks.Close()
 	err = errors.Join(err, db.Close())
 	return err
@@ -201,9 +263,12 @@ func chatConfig(cfg Config) chat.Config {
 		SendRate:         cfg.Limits.SendRate,
 		SendBurst:        cfg.Limits.SendBurst,
 		RegistrationOpen: cfg.Auth.Registration == "open",
+		Registration:     cfg.Auth.Registration,
 		AckFlushInterval: cfg.Chat.AckFlushInterval,
 		ReceiptInterval:  cfg.Chat.ReceiptInterval,
 		Admins:           cfg.Auth.Admins,
+		TokenIdle:        cfg.Auth.TokenIdle,
+		TokenMaxAge:      cfg.Auth.TokenMaxAge,
 		Storm: chat.StormConfig{
 			Threshold:     cfg.Storm.Threshold,
 			LowerMark:     cfg.Storm.LowerMark,

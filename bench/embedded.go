@@ -37,6 +37,8 @@ limits:
   send_rate: 1000000
   send_burst: 1000000
   max_frame_bytes: 65536
+  register_per_hour: 0
+  login_failures: 0
 sqlite:
   synchronous: %s
 auth:
@@ -57,19 +59,19 @@ func freePort() (int, error) {
 }
 
 // startEmbedded starts bin and waits for GET /healthz to answer 200.
-func startEmbedded(ctx context.Context, bin, sqliteSync string, keep bool) (*embeddedServer, error) {
-	return startEmbeddedOn(ctx, bin, sqliteSync, "", keep)
+func startEmbedded(ctx context.Context, bin, config string, keep bool) (*embeddedServer, error) {
+	return startEmbeddedOn(ctx, bin, config, "", keep)
 }
 
 // startEmbeddedOn is startEmbedded on the database file db ("" for a new
 // one in the temporary directory), which stays when the server stops.
-func startEmbeddedOn(ctx context.Context, bin, sqliteSync, db string, keep bool) (*embeddedServer, error) {
+func startEmbeddedOn(ctx context.Context, bin, config, db string, keep bool) (*embeddedServer, error) {
 	dir, err := os.MkdirTemp("", "imserver-bench-")
 	if err != nil {
 		return nil, err
 	}
 	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(serverConfig(sqliteSync)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}

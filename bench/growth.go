@@ -190,7 +190,7 @@ func growthRow(ctx context.Context, o Options, g GrowthOptions, n int) (GrowthRo
 
 	var starts []float64
 	for i := 0; i < g.Starts; i++ {
-		srv, err := startEmbeddedOn(ctx, o.ServerBin, o.SQLiteSync, work, false)
+		srv, err := startEmbeddedOn(ctx, o.ServerBin, growthServerConfig(o), work, false)
 		if err != nil {
 			return row, err
 		}
@@ -212,7 +212,7 @@ func growthRow(ctx context.Context, o Options, g GrowthOptions, n int) (GrowthRo
 	}
 	fmt.Fprintf(o.Stderr, "growth %d: %.0f appends/s into the history's conversations\n", n, row.HistoryAppendsPerSec)
 
-	srv, err := startEmbeddedOn(ctx, o.ServerBin, o.SQLiteSync, work, false)
+	srv, err := startEmbeddedOn(ctx, o.ServerBin, growthServerConfig(o), work, false)
 	if err != nil {
 		return row, err
 	}
@@ -282,6 +282,17 @@ func growthRow(ctx context.Context, o Options, g GrowthOptions, n int) (GrowthRo
 	}
 	fmt.Fprintf(o.Stderr, "growth %d: catch-up of 10k in %.3f s\n", n, row.CatchupSec)
 	return row, nil
+}
+
+// growthServerConfig is the bench's server configuration, or the file
+// --server-config names.
+func growthServerConfig(o Options) string {
+	if o.ServerConfig != "" {
+		if b, err := os.ReadFile(o.ServerConfig); err == nil {
+			return string(b)
+		}
+	}
+	return serverConfig(o.SQLiteSync)
 }
 
 // historyAppends is the rate of `imserver populate --more` on db.

@@ -93,7 +93,9 @@ func (s *Service) Ack(ctx context.Context, me, conv string, seq int64) error {
 		}
 	}
 	s.acks.add(conv, me, min(seq, limit))
-	return nil
+	// Kept in memory and written once the disk takes writes again; the
+	// client still hears that nothing is stored now.
+	return s.store.WriteHealth()
 }
 
 // maxSeqs remembers each conversation's largest committed seq, updated by
@@ -169,7 +171,10 @@ func (s *Service) flushAcks() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := s.store.SaveAcks(ctx, acks); err != nil {
-		s.log.Error("saving acks", "n", len(acks), "err", err)
+		if ErrorCode(err) != EUnavailable {
+			// The store logs when writes start and stop failing.
+			s.log.Error("saving acks", "n", len(acks), "err", err)
+		}
 		// Put them back: acks are cumulative, the next flush retries.
 		for _, a := range acks {
 			s.acks.add(a.Conv, a.User, a.Seq)

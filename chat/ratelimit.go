@@ -21,6 +21,18 @@ func newSendLimits(perSecond float64, burst int) *sendLimits {
 	return &sendLimits{rate: rate.Limit(perSecond), burst: burst, m: make(map[string]*rate.Limiter)}
 }
 
+// blocked reports whether user's bucket is empty, without taking a token,
+// and how long until it holds one.
+func (l *sendLimits) blocked(user string, now time.Time) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim := l.m[user]
+	if lim == nil || lim.TokensAt(now) >= 1 {
+		return 0, false
+	}
+	return time.Duration((1 - lim.TokensAt(now)) / float64(l.rate) * float64(time.Second)), true
+}
+
 // allow takes a token for user, or says how long until one is available.
 func (l *sendLimits) allow(user string, now time.Time) (bool, time.Duration) {
 	l.mu.Lock()

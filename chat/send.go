@@ -39,12 +39,29 @@ func failed(err error) Pending {
 // returns waits for the outcome. Messages submitted one after another by
 // one caller are stored in that order.
 func (s *Service) Submit(ctx context.Context, from string, req SendRequest) Pending {
-	m, r, err := s.checkSend(ctx, from, &req)
+	msg, known, err := s.prepareSend(ctx, from, req)
 	if err != nil {
 		return failed(err)
 	}
-	if m != nil {
-		return func() (Message, bool, error) { return *m, true, nil }
+	if known != nil {
+		return func() (Message, bool, error) { return *known, true, nil }
+	}
+	wait := s.store.Append(ctx, msg)
+	return func() (Message, bool, error) {
+		m, dup, err := wait()
+		if err != nil {
+			return Message{}, false, err
+		}
+		return s.stored(m), dup, nil
+	}
+}
+
+// prepareSend checks a send and returns the message to append, or the
+// message stored earlier when the send is a known retry.
+func (s *Service) prepareSend(ctx context.Context, from string, req SendRequest) (Message, *Message, error) {
+	m, r, err := s.checkSend(ctx, from, &req)
+	if err != nil || m != nil {
+		return Message{}, m, err
 	}
 	s.recordStorm(ctx, req.Conv)
 	msg := Message{
@@ -62,16 +79,14 @@ func (s *Service) Submit(ctx context.Context, from string, req SendRequest) Pend
 	if req.Kind == KindText || req.Kind == KindEdit {
 		msg.Mentions = mentions(r, from, req.Body)
 	}
-	wait := s.store.Append(ctx, msg)
-	return func() (Message, bool, error) {
-		m, dup, err := wait()
-		if err != nil {
-			return Message{}, false, err
-		}
-		s.dedup.add(m)
-		m.Origin = ""
-		return m, dup, nil
-	}
+	return msg, nil, nil
+}
+
+// stored is a message as the store returned it, as its sender is answered.
+func (s *Service) stored(m Message) Message {
+	s.dedup.add(m)
+	m.Origin = ""
+	return m
 }
 
 // checkSend validates a send; it returns the stored message when the send is a
@@ -169,7 +184,7 @@ func checkKind(req *SendRequest) error {
 // stalled fan-out slows the writer instead of growing memory.
 func (s *Service) Committed(msgs []Message) {
 	s.maxSeqs.advance(msgs)
-	s.commits <- msgs
+	s.commits <- commit{msgs: msgs}
 }
 
 // dispatch fans committed messages out to online members. One goroutine
@@ -188,8 +203,8 @@ func (s *Service) dispatch() {
 	}
 	for {
 		select {
-		case msgs := <-s.commits:
-			s.fanOut(ctx, msgs)
+		case c := <-s.commits:
+			s.handleCommit(ctx, c)
 		case c := <-changes:
 			s.switchStorm(ctx, c)
 		case <-flush:
@@ -197,8 +212,8 @@ func (s *Service) dispatch() {
 		case <-s.stop:
 			for {
 				select {
-				case msgs := <-s.commits:
-					s.fanOut(ctx, msgs)
+				case c := <-s.commits:
+					s.handleCommit(ctx, c)
 				default:
 					if s.storm != nil {
 						s.flushStorms()
@@ -220,6 +235,9 @@ func (s *Service) fanOut(ctx context.Context, msgs []Message) {
 			// Members will find the message with their next sync.
 			s.log.Warn("fan-out: roster", "conv", m.Conv, "err", err)
 			continue
+		}
+		if s.notify != nil {
+			s.notify.observe(msgs[i:i+1], r)
 		}
 		if s.bufferStorm(r, m) {
 			continue

@@ -8,10 +8,13 @@ import (
 
 // Config holds the domain's limits and intervals.
 type Config struct {
-	MaxBodyBytes     int
-	SendRate         float64 // messages per second per user
-	SendBurst        int
+	MaxBodyBytes int
+	SendRate     float64 // messages per second per user
+	SendBurst    int
+	// RegistrationOpen is the v1 switch; Registration (open, invite or
+	// closed) overrides it when set.
 	RegistrationOpen bool
+	Registration     string
 	// AckFlushInterval is how long receive acks wait in memory before they
 	// are written in one batch.
 	AckFlushInterval time.Duration
@@ -30,6 +33,23 @@ type Config struct {
 	Observer Observer
 	// Peers are the other processes sharing the store; nil when alone.
 	Peers Peers
+	// TokenIdle ends a session unused this long; 0 never does.
+	TokenIdle time.Duration
+	// TokenMaxAge ends a session this old; 0 never does.
+	TokenMaxAge time.Duration
+	// SessionFlushInterval is how often sessions' last uses are written:
+	// at most one write per token per interval.
+	SessionFlushInterval time.Duration
+	// PasswordFailures and PasswordRefill bound wrong old passwords in a
+	// password change per user: a bucket of PasswordFailures, one back
+	// every PasswordRefill.
+	PasswordFailures int
+	PasswordRefill   time.Duration
+	// TicketTTL is how long a WebSocket ticket may wait for its use
+	// (PROTOCOL.md: 30 s; tests shorten it).
+	TicketTTL time.Duration
+	// Push sends Web Push notifications; off without a Sender.
+	Push PushConfig
 }
 
 func (c *Config) setDefaults() {
@@ -51,7 +71,25 @@ func (c *Config) setDefaults() {
 	if c.DedupEntries <= 0 {
 		c.DedupEntries = 100_000
 	}
+	if c.SessionFlushInterval <= 0 {
+		c.SessionFlushInterval = time.Minute
+	}
+	if c.TicketTTL <= 0 {
+		c.TicketTTL = 30 * time.Second
+	}
+	if c.PasswordFailures <= 0 {
+		c.PasswordFailures = 10
+	}
+	if c.PasswordRefill <= 0 {
+		c.PasswordRefill = time.Minute
+	}
 	c.Storm.setDefaults()
+	if c.Registration == "" {
+		c.Registration = RegisterClosed
+		if c.RegistrationOpen {
+			c.Registration = RegisterOpen
+		}
+	}
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}
@@ -65,18 +103,21 @@ type Service struct {
 	cfg     Config
 	log     *slog.Logger
 
-	rosters  *rosterCache
-	dedup    *recentIDs
-	limits   *sendLimits
-	acks     *ackBuffer
-	maxSeqs  maxSeqs
-	receipts *receiptBuffer
-	hashing  chan struct{} // bounds concurrent password hashing (memory-hard)
-	storm    *stormMode    // nil when storm mode is off
-	obs      Observer
-	typing   typingLimiter
+	rosters    *rosterCache
+	dedup      *recentIDs
+	limits     *sendLimits
+	acks       *ackBuffer
+	maxSeqs    maxSeqs
+	receipts   *receiptBuffer
+	hashing    chan struct{} // bounds concurrent password hashing (memory-hard)
+	uses       *sessionUses
+	pwFailures *sendLimits
+	storm      *stormMode // nil when storm mode is off
+	obs        Observer
+	typing     typingLimiter
+	notify     *notifier // nil when push is off
 
-	commits chan []Message
+	commits chan commit
 	stop    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -86,22 +127,26 @@ type Service struct {
 func NewService(store Store, deliver Deliverer, cfg Config, log *slog.Logger) *Service {
 	cfg.setDefaults()
 	s := &Service{
-		store:    store,
-		deliver:  deliver,
-		cfg:      cfg,
-		log:      log,
-		rosters:  newRosterCache(),
-		dedup:    newRecentIDs(cfg.DedupEntries),
-		limits:   newSendLimits(cfg.SendRate, cfg.SendBurst),
-		acks:     newAckBuffer(),
-		receipts: newReceiptBuffer(),
-		hashing:  make(chan struct{}, 2),
-		storm:    newStormMode(cfg.Storm),
-		obs:      cfg.Observer,
-		commits:  make(chan []Message, 1024),
-		stop:     make(chan struct{}),
+		store:      store,
+		deliver:    deliver,
+		cfg:        cfg,
+		log:        log,
+		rosters:    newRosterCache(),
+		dedup:      newRecentIDs(cfg.DedupEntries),
+		limits:     newSendLimits(cfg.SendRate, cfg.SendBurst),
+		acks:       newAckBuffer(),
+		receipts:   newReceiptBuffer(),
+		hashing:    make(chan struct{}, 2),
+		uses:       newSessionUses(),
+		pwFailures: newSendLimits(1/cfg.PasswordRefill.Seconds(), cfg.PasswordFailures),
+		storm:      newStormMode(cfg.Storm),
+		obs:        cfg.Observer,
+		commits:    make(chan commit, 1024),
+		stop:       make(chan struct{}),
 	}
-	s.wg.Add(3)
+	s.notify = newNotifier(s, cfg.Push)
+	s.wg.Add(4)
+	go s.flushSessionUsesLoop()
 	go s.dispatch()
 	go s.flushAcksLoop()
 	go s.flushReceiptsLoop()
@@ -117,6 +162,9 @@ func NewService(store Store, deliver Deliverer, cfg Config, log *slog.Logger) *S
 func (s *Service) Close() {
 	close(s.stop)
 	s.wg.Wait()
+	if s.notify != nil {
+		s.notify.close()
+	}
 }
 
 // Peers are the other processes that share the store (through Redis).

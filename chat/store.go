@@ -9,6 +9,9 @@ type Store interface {
 	UserStore
 	ConversationStore
 	MessageStore
+	InviteStore
+	AdminStore
+	NotifyStore
 }
 
 // UserStore holds accounts and their tokens. Passwords and tokens reach it
@@ -24,10 +27,42 @@ type UserStore interface {
 	// its messages stay.
 	DeleteUser(ctx context.Context, userID string) error
 
-	CreateToken(ctx context.Context, userID string, tokenHash []byte) error
+	// CreateToken stores a token as a session; sess gives its id and
+	// client (its TokenHash is tokenHash).
+	CreateToken(ctx context.Context, userID string, tokenHash []byte, sess Session) error
 	UserByToken(ctx context.Context, tokenHash []byte) (User, error)
+	// SessionByToken returns the token's user and session (TokenHash set).
+	SessionByToken(ctx context.Context, tokenHash []byte) (User, Session, error)
 	DeleteToken(ctx context.Context, tokenHash []byte) error
 	DeleteUserTokens(ctx context.Context, userID string) error
+
+	// Sessions lists a user's sessions (TokenHash set).
+	Sessions(ctx context.Context, userID string) ([]Session, error)
+	// DeleteSession deletes the user's session id and returns its token
+	// hash; ENotFound when the user has no such session.
+	DeleteSession(ctx context.Context, userID, id string) ([]byte, error)
+	// DeleteOtherSessions deletes every session of the user but keep's and
+	// returns their token hashes.
+	DeleteOtherSessions(ctx context.Context, userID string, keep []byte) ([][]byte, error)
+	// ChangePassword sets the password hash and deletes every other
+	// session in one transaction; it returns their token hashes.
+	ChangePassword(ctx context.Context, userID, passwordHash string, keep []byte) ([][]byte, error)
+	// TouchSessions records the latest uses of tokens (one write for all).
+	TouchSessions(ctx context.Context, uses []SessionUse) error
+	// DeleteExpiredSessions deletes the tokens last used before usedBefore
+	// or created before createdBefore (0: no such bound).
+	DeleteExpiredSessions(ctx context.Context, usedBefore, createdBefore int64) error
+
+	// CreateTicket stores a one-time WebSocket ticket of a session.
+	CreateTicket(ctx context.Context, hash []byte, userID string, tokenHash []byte, expiresAt int64) error
+	// UseTicket marks an unused ticket not expired at now as used, in one
+	// conditional write (one use holds under races), and returns the
+	// token hash it was issued for; ENotFound otherwise.
+	UseTicket(ctx context.Context, hash []byte, now int64) ([]byte, error)
+
+	// WriteHealth is nil while writes succeed, and the EUnavailable error
+	// writes are answered with while they fail (disk full, read-only, I/O).
+	WriteHealth() error
 }
 
 // ConversationStore holds conversations, member rows and the per-user

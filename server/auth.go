@@ -36,7 +36,7 @@ func bearer(r *http.Request, allowQuery bool) string {
 func (s *Server) authed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r, false)
-		u, err := s.chat.Authenticate(r.Context(), tok)
+		u, _, err := s.chat.Authorize(r.Context(), tok)
 		if err != nil {
 			s.writeError(w, r, err)
 			return

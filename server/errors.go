@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 
 	"github.com/imserver/imserver/chat"
@@ -58,6 +59,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if body.RetryAfterMS > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt((body.RetryAfterMS+999)/1000, 10))
+	} else if body.Code == chat.EUnavailable {
+		// A dependency is down: tell clients and balancers to come back.
+		w.Header().Set("Retry-After", "5")
 	}
 	writeJSON(w, statusOf(body.Code), map[string]errorBody{"error": body})
 }
@@ -81,6 +85,8 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 			return chat.Errorf(chat.ETooLarge, "request body is over %d bytes", s.cfg.MaxRequestBytes)
 		case errors.Is(err, io.EOF):
 			return chat.Errorf(chat.EBadRequest, "request body is empty")
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return chat.Errorf(chat.EBadRequest, "request body did not arrive within %s", s.cfg.ReadTimeout)
 		default:
 			return chat.Errorf(chat.EBadRequest, "invalid JSON: %v", err)
 		}

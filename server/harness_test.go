@@ -37,6 +37,8 @@ type testConfig struct {
 	chat    chat.Config
 	server  server.Config
 	storage storage.Options
+	// push, when set, sends the server's Web Push notifications.
+	push *server.PushSender
 }
 
 // testServer is one running server and what is needed to restart it on the
@@ -46,9 +48,11 @@ type testServer struct {
 	cfg  testConfig
 	path string
 
-	URL  string // http://127.0.0.1:port
-	Host string // 127.0.0.1:port
-	svc  *chat.Service
+	URL     string // http://127.0.0.1:port
+	Host    string // 127.0.0.1:port
+	svc     *chat.Service
+	db      *storage.DB // for tests that make its writes fail
+	metrics *server.Metrics
 
 	http *http.Client
 	logs *syncBuffer
@@ -96,14 +100,24 @@ func (ts *testServer) start() {
 	hub := server.NewHub(log, metrics)
 	var svc *chat.Service
 	opts := ts.cfg.storage
-	opts.OnCommit = func(m []chat.Message) { svc.Committed(m) }
+	opts.OnBatch = func(m []chat.Message, answer func()) { svc.CommittedThen(m, answer) }
 	opts.Metrics = metrics
+	opts.Logger = log
 	db, err := storage.Open(ctx, ts.path, opts)
 	if err != nil {
 		t.Fatalf("storage.Open: %v", err)
 	}
-	svc = chat.NewService(db, hub, ts.cfg.chat, log)
-	srv := server.New(ts.cfg.server, svc, hub, metrics, nil, map[string]server.Pinger{"sqlite": db.Ping}, log)
+	ccfg, scfg := ts.cfg.chat, ts.cfg.server
+	if ts.cfg.push != nil {
+		ccfg.Push.Sender, scfg.Push = ts.cfg.push, ts.cfg.push
+	}
+	svc = chat.NewService(db, hub, ccfg, log)
+	if ts.cfg.push != nil {
+		if err := ts.cfg.push.Start(ctx, svc); err != nil {
+			t.Fatalf("push sender: %v", err)
+		}
+	}
+	srv := server.New(scfg, svc, hub, metrics, nil, map[string]server.Pinger{"sqlite": db.Ping}, log)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		svc.Close()
@@ -113,6 +127,8 @@ func (ts *testServer) start() {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	ts.svc = svc
+	ts.db = db
+	ts.metrics = metrics
 	ts.Host = l.Addr().String()
 	ts.URL = "http://" + ts.Host
 	var once sync.Once
@@ -129,6 +145,9 @@ func (ts *testServer) start() {
 				t.Errorf("serve: %v", err)
 			}
 			svc.Close()
+			if ts.cfg.push != nil {
+				ts.cfg.push.Close()
+			}
 			if err := db.Close(); err != nil {
 				t.Errorf("closing the database: %v", err)
 			}

@@ -3,6 +3,7 @@ package server
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coder/websocket"
 	"github.com/imserver/imserver/chat"
@@ -17,15 +18,48 @@ type Hub struct {
 	mu    sync.RWMutex
 	users map[string]map[*session]struct{}
 
+	// open counts each user's sockets from admission to the session's end
+	// (upgrades under way included), for MaxSessionsPerUser.
+	openMu sync.Mutex
+	open   map[string]int
+
 	// peers hears of logouts, for the other processes; nil when alone.
 	peers interface{ TokenRevoked(id string) }
+
+	gather atomic.Pointer[gathering] // the running Gather (gather.go)
 }
 
-var _ chat.Deliverer = (*Hub)(nil)
+var (
+	_ chat.Deliverer = (*Hub)(nil)
+	_ chat.Gatherer  = (*Hub)(nil)
+	_ chat.Gatherer  = (*Bus)(nil)
+)
 
 // NewHub returns an empty hub.
 func NewHub(log *slog.Logger, m *Metrics) *Hub {
-	return &Hub{log: log, metrics: m, users: make(map[string]map[*session]struct{})}
+	return &Hub{log: log, metrics: m, users: make(map[string]map[*session]struct{}), open: make(map[string]int)}
+}
+
+// admit counts one more socket of user unless it has max already; release
+// gives the place back.
+func (h *Hub) admit(user string, max int) bool {
+	h.openMu.Lock()
+	defer h.openMu.Unlock()
+	if h.open[user] >= max {
+		return false
+	}
+	h.open[user]++
+	return true
+}
+
+func (h *Hub) release(user string) {
+	h.openMu.Lock()
+	defer h.openMu.Unlock()
+	if h.open[user] <= 1 {
+		delete(h.open, user)
+		return
+	}
+	h.open[user]--
 }
 
 func (h *Hub) add(s *session) {

@@ -16,15 +16,18 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	Sessions      prometheus.Gauge
-	Stored        prometheus.Counter
-	Deliveries    prometheus.Counter
-	Frames        prometheus.Counter
-	Bytes         prometheus.Counter
-	SlowCuts      prometheus.Counter
-	RateLimited   prometheus.Counter
-	BatchJobs     prometheus.Histogram
-	CommitSeconds prometheus.Histogram
+	Sessions    prometheus.Gauge
+	Stored      prometheus.Counter
+	Deliveries  prometheus.Counter
+	Frames      prometheus.Counter
+	Bytes       prometheus.Counter
+	SlowCuts    prometheus.Counter
+	RateLimited prometheus.Counter
+	// Hostile and failing conditions.
+	WriteErrors     *prometheus.CounterVec
+	SessionsRefused prometheus.Counter
+	BatchJobs       prometheus.Histogram
+	CommitSeconds   prometheus.Histogram
 
 	// Storm mode and the outbound event queue.
 	StormsStarted     prometheus.Counter
@@ -54,6 +57,10 @@ func NewMetrics() *Metrics {
 		Bytes:       prometheus.NewCounter(prometheus.CounterOpts{Name: "imserver_bytes_written_total", Help: "WebSocket payload bytes written."}),
 		SlowCuts:    prometheus.NewCounter(prometheus.CounterOpts{Name: "imserver_slow_reader_cuts_total", Help: "Live streams cut because a session's queue was full."}),
 		RateLimited: prometheus.NewCounter(prometheus.CounterOpts{Name: "imserver_rate_limited_total", Help: "Sends refused by the rate limit."}),
+		WriteErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "imserver_storage_write_errors_total",
+			Help: "Write transactions that failed because the database could not be written (full, readonly, io)."}, []string{"kind"}),
+		SessionsRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "imserver_sessions_refused_total",
+			Help: "WebSocket upgrades refused because the user had websocket.max_sessions_per_user open on this process."}),
 		BatchJobs: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "imserver_writer_batch_jobs", Help: "Jobs per write transaction.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
 		CommitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "imserver_writer_commit_seconds", Help: "Write transaction latency.",
@@ -78,7 +85,7 @@ func NewMetrics() *Metrics {
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Sessions, m.Stored, m.Deliveries, m.Frames, m.Bytes, m.SlowCuts, m.RateLimited, m.BatchJobs, m.CommitSeconds,
 		m.StormsStarted, m.StormGroups, m.StormWindow, m.StormBatchSizes, m.WindowFallbacks, m.EventsPushed, m.EventsDropped,
-		m.WebhookDeliveries, m.WebhookFailures, m.WebhookDropped, m.BusPublished, m.BusDropped)
+		m.WebhookDeliveries, m.WebhookFailures, m.WebhookDropped, m.BusPublished, m.BusDropped, m.WriteErrors, m.SessionsRefused)
 	return m
 }
 
@@ -137,6 +144,9 @@ func (m *Metrics) Batch(jobs, messages int, commit time.Duration) {
 	m.CommitSeconds.Observe(commit.Seconds())
 	m.Stored.Add(float64(messages))
 }
+
+// WriteError implements storage.WriteErrorMetrics.
+func (m *Metrics) WriteError(kind string) { m.WriteErrors.WithLabelValues(kind).Inc() }
 
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {

@@ -18,7 +18,7 @@ func (s *Server) apiRoutes() []route {
 	// public routes need no token; authed ones answer 401 without one.
 	public := func(f http.HandlerFunc) http.Handler { return f }
 	authed := func(f http.HandlerFunc) http.Handler { return s.authed(f) }
-	return []route{
+	return append([]route{
 		{"POST", "/api/v1/auth/register", public(s.handleRegister)},
 		{"POST", "/api/v1/auth/login", public(s.handleLogin)},
 		{"POST", "/api/v1/auth/logout", authed(s.handleLogout)},
@@ -43,11 +43,17 @@ func (s *Server) apiRoutes() []route {
 
 		{"GET", "/api/v1/admin/storms", authed(s.handleStorms)},
 
-		{"GET", "/api/v1/ws", public(s.handleWS)},
+		{"GET", "/api/v1/sessions", authed(s.handleSessions)},
+		{"DELETE", "/api/v1/sessions", authed(s.handleEndSessions)},
+		{"DELETE", "/api/v1/sessions/{id}", authed(s.handleEndSession)},
+		{"POST", "/api/v1/auth/password", authed(s.handlePassword)},
+		{"POST", "/api/v1/auth/ticket", authed(s.handleTicket)},
+
+		{"GET", wsPath, public(s.handleWS)},
 		{"GET", "/api/v1/openapi.json", public(serveOpenAPI)},
 		{"GET", "/healthz", public(s.handleHealth)},
 		{"GET", "/metrics", s.metrics.Handler()},
-	}
+	}, s.reachRoutes(authed)...)
 }
 
 func (s *Server) routes() *http.ServeMux {
@@ -55,6 +61,7 @@ func (s *Server) routes() *http.ServeMux {
 	for _, r := range s.apiRoutes() {
 		m.Handle(r.method+" "+r.pattern, r.handler)
 	}
+	s.uiRoutes(m)
 	m.HandleFunc("/api/", s.handleUnknownAPI)
 	if s.cfg.Pprof {
 		m.HandleFunc("/debug/pprof/", pprof.Index)

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"runtime"
 	"strconv"
@@ -37,8 +38,18 @@ type Options struct {
 	// OnCommit receives every batch of newly stored messages right after
 	// its commit, in seq order. It may block briefly (backpressure).
 	OnCommit func([]chat.Message)
-	// Metrics observes the writer; nil for none.
+	// OnBatch, when set, replaces OnCommit: it receives every batch's
+	// newly stored messages (nil when it failed) and a function that
+	// answers the batch's AppendNotify jobs, to be called once, after
+	// the messages are handed on (notify.go).
+	OnBatch func(msgs []chat.Message, answer func())
+	// Metrics observes the writer; nil for none. When it also implements
+	// WriteErrorMetrics, it counts the transactions that failed for a
+	// storage reason.
 	Metrics WriterMetrics
+	// Logger gets the writer's two storage-health lines (writes start
+	// failing, writes succeed again); nil is slog.Default().
+	Logger *slog.Logger
 	// Redis, when set, allocates seqs (several processes may then share
 	// the database file); RedisPrefix prefixes its keys.
 	Redis       redis.UniversalClient
@@ -58,11 +69,22 @@ type Options struct {
 	Retention      time.Duration
 	RetentionEvery time.Duration
 	RetentionBatch int
+	// PipelinedSync moves the fsync of synchronous FULL out of COMMIT, off
+	// the writer's goroutine, to the syncer (syncer.go).
+	PipelinedSync bool
+
+	walPath string // set by Open
 }
 
 // WriterMetrics observes the group commit.
 type WriterMetrics interface {
 	Batch(jobs, messages int, commit time.Duration)
+}
+
+// WriteErrorMetrics counts failed write transactions by kind: full,
+// readonly or io.
+type WriteErrorMetrics interface {
+	WriteError(kind string)
 }
 
 // DB is the SQLite store. It implements chat.Store.
@@ -105,9 +127,13 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if opts.Clock == nil {
 		opts.Clock = nowMS
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	if opts.OnCommit == nil {
 		opts.OnCommit = func([]chat.Message) {}
 	}
+	opts.walPath = path + "-wal"
 	// busy_timeout comes first so that the pragmas after it wait for
 	// another process instead of failing.
 	pragmas := []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + opts.Synchronous + ")", "foreign_keys(0)"}
@@ -193,8 +219,12 @@ func (db *DB) Close() error {
 	return db.closeErr
 }
 
-// Ping checks that the database answers.
+// Ping checks that the database answers and that writes succeed (for
+// /healthz): a server that can read but not write cannot take messages.
 func (db *DB) Ping(ctx context.Context) error {
+	if err := db.w.health.err(); err != nil {
+		return err
+	}
 	return db.readers.PingContext(ctx)
 }
 

@@ -106,9 +106,10 @@ func (db *DB) DeleteUser(ctx context.Context, userID string) error {
 }
 
 // CreateToken implements chat.UserStore.
-func (db *DB) CreateToken(ctx context.Context, userID string, tokenHash []byte) error {
+func (db *DB) CreateToken(ctx context.Context, userID string, tokenHash []byte, sess chat.Session) error {
 	return db.w.exec(ctx, func(t *wtx) error {
-		_, err := t.ExecContext(t.ctx, `INSERT INTO tokens (hash, user_id, created_at) VALUES (?, ?, ?)`, tokenHash, userID, nowMS())
+		_, err := t.ExecContext(t.ctx, `INSERT INTO tokens (hash, user_id, created_at, session_id, last_used_at, user_agent, address)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, tokenHash, userID, sess.CreatedAt, sess.ID, sess.LastUsedAt, sess.UserAgent, sess.Address)
 		return err
 	})
 }

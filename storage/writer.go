@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/imserver/imserver/chat"
@@ -26,9 +27,13 @@ type writer struct {
 	insertArgs [8]driver.NamedValue
 	ftsArgs    [2]driver.NamedValue
 
-	seqs seqSource
-	ckpt *checkpointer
-	opts Options
+	seqs   seqSource
+	ckpt   *checkpointer
+	opts   Options
+	health health
+	sync   *syncer // nil when COMMIT syncs (syncer.go)
+	// Totals for benchmarks: commits and WAL pages they wrote.
+	commits, walPages atomic.Int64
 
 	jobs chan *job
 	mu   sync.RWMutex // guards closed against enqueue
@@ -44,6 +49,9 @@ type job struct {
 	msg chat.Message
 	fn  func(*wtx) error
 	res chan result
+	// notify, when set, is called with the outcome instead of res
+	// (notify.go).
+	notify func(chat.Message, bool, error)
 
 	// Set by the writer while it runs the job.
 	r      result
@@ -74,11 +82,16 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, ckpt *checkpoint
 		quit:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
+	w.health.log = opts.Logger
 	for i := range w.insertArgs {
 		w.insertArgs[i].Ordinal = i + 1
 	}
 	for i := range w.ftsArgs {
 		w.ftsArgs[i].Ordinal = i + 1
+	}
+	if err := w.startSyncer(ctx); err != nil {
+		conn.Close()
+		return nil, err
 	}
 	go w.loop()
 	return w, nil
@@ -87,7 +100,9 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, ckpt *checkpoint
 // enqueue queues j; j.wait then waits for its result. The error says why
 // j was not queued.
 func (w *writer) enqueue(ctx context.Context, j *job) error {
-	j.res = make(chan result, 1)
+	if j.notify == nil {
+		j.res = make(chan result, 1)
+	}
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.closed {
@@ -137,6 +152,9 @@ func (w *writer) close() {
 func (w *writer) loop() {
 	defer close(w.done)
 	defer w.closeConn()
+	if w.sync != nil {
+		defer w.sync.close()
+	}
 	batch := make([]*job, 0, w.opts.BatchSize)
 	for {
 		select {
@@ -252,25 +270,40 @@ func (w *writer) run(batch []*job) []*job {
 				}
 			}
 		}
-		if !errors.Is(err, context.Canceled) {
+		if kind := failureKind(err); kind != "" {
+			// A failing disk is the client's to retry (its client_msg_id
+			// makes that safe) and the operator's to fix: no retry here.
+			w.failed(kind, err)
+			err = unavailable(err)
+		} else if !errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("write batch: %w", err)
 		}
 		for _, j := range batch {
-			j.res <- result{err: err}
-			j.conv, j.sender = nil, nil
+			j.r = result{err: err}
 		}
+		w.answer(batch, nil)
 		return batch
+	}
+	// A function job rolled back alone for a storage reason means the disk
+	// still fails, even though the transaction around it committed.
+	failing := false
+	for _, j := range batch {
+		if kind := failureKind(j.r.err); kind != "" {
+			w.failed(kind, j.r.err)
+			j.r.err = unavailable(j.r.err)
+			failing = true
+		}
+	}
+	if !failing && frames > 0 {
+		// Only a commit that wrote something proves that writes work.
+		w.health.succeeded()
 	}
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.Batch(len(batch), len(t.committed), time.Since(start))
 	}
-	if len(t.committed) > 0 {
-		w.opts.OnCommit(t.committed)
-	}
-	for _, j := range batch {
-		j.res <- j.r
-		j.conv, j.sender = nil, nil
-	}
+	w.commits.Add(1)
+	w.walPages.Add(int64(frames))
+	w.durable(batch, t.committed)
 	if w.ckpt.committed(frames) {
 		w.ckpt.tail(func() error {
 			return w.raw(func(dc driverConn) error {
@@ -281,6 +314,14 @@ func (w *writer) run(batch []*job) []*job {
 		})
 	}
 	return batch
+}
+
+// failed records a transaction that failed for a storage reason.
+func (w *writer) failed(kind string, err error) {
+	w.health.failed(kind, err)
+	if m, ok := w.opts.Metrics.(WriteErrorMetrics); ok {
+		m.WriteError(kind)
+	}
 }
 
 // pagesWritten returns how many pages the connection wrote to the WAL
@@ -316,7 +357,7 @@ func (w *writer) runTx(dc driverConn, batch []*job) (*wtx, []*job, error) {
 			return t, batch, t.rollback(err)
 		}
 		done = len(batch)
-		batch = w.more(batch)
+		batch = w.moreWhileSyncing(batch)
 	}
 	if err := w.finishMessages(t); err != nil {
 		return t, batch, t.rollback(err)

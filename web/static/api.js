@@ -42,8 +42,9 @@ export function createApi({ getToken, onUnauthorized }) {
     if (!res.ok) {
       const err = data?.error ?? {};
       // A 401 on a request that carried a token means the token is gone
-      // (logged out elsewhere, revoked): back to the login screen.
-      if (res.status === 401 && token) onUnauthorized?.();
+      // (logged out elsewhere, revoked): back to the login screen. A
+      // password change's 401 is about the old password, not the token.
+      if (res.status === 401 && token && path !== '/auth/password') onUnauthorized?.();
       let retry = err.retry_after_ms;
       if (retry === undefined && res.headers.get('Retry-After')) {
         retry = Number(res.headers.get('Retry-After')) * 1000;
@@ -58,10 +59,17 @@ export function createApi({ getToken, onUnauthorized }) {
   const post = (path, body) => request('POST', path, body ?? {});
 
   return {
+    // call is any request of the protocol (newer endpoints use it).
+    call: (method, path, body) => request(method, path, body),
     register: (username, password, displayName) =>
       post('/auth/register', displayName ? { username, password, display_name: displayName } : { username, password }),
     login: (username, password) => post('/auth/login', { username, password }),
     logout: () => post('/auth/logout'),
+    ticket: () => post('/auth/ticket'),
+    changePassword: (oldPassword, newPassword) => post('/auth/password', { old_password: oldPassword, new_password: newPassword }),
+    sessions: () => get('/sessions'),
+    endSession: (id) => request('DELETE', `/sessions/${enc(id)}`),
+    endOtherSessions: () => request('DELETE', '/sessions?others=true'),
     me: () => get('/me'),
     searchUsers: (q, limit = 50) => get(`/users?q=${enc(q)}&limit=${limit}`),
     conversations: (since, limit) => get(`/conversations?since=${since}&limit=${limit}`),

@@ -29,9 +29,11 @@ const CONV_SYNC_LAZY_MS = 2000;
 const KEEP_BACKGROUND = 2000;
 const KEEP_OPEN = 5000;
 
-function wsURL(token) {
+// wsURL opens the socket with a one-time ticket, never the token: URLs end
+// up in proxies' access logs, and a ticket is worthless once used.
+function wsURL(ticket) {
   const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
-  return `${scheme}://${location.host}/api/v1/ws?token=${encodeURIComponent(token)}`;
+  return `${scheme}://${location.host}/api/v1/ws?ticket=${encodeURIComponent(ticket)}`;
 }
 
 export class ChatClient extends Emitter {
@@ -66,7 +68,7 @@ export class ChatClient extends Emitter {
     // Quoted messages that are not in a timeline, fetched one by one.
     this.quotes = new Map();
     this.socket = new Socket({
-      url: () => wsURL(token),
+      url: async () => wsURL((await this.api.ticket()).ticket),
       onFrame: (f) => this.onFrame(f),
       onState: (s) => {
         this.conn = s;

@@ -11,6 +11,7 @@ import { openPicker, reactionsEl } from './reactions.js';
 import { actionsEl, quoteEl } from './messageparts.js';
 import { typingText } from './presence.js';
 import { confirmDialog } from './dialogs.js';
+import { muteControl } from './notify.js';
 
 const GROUP_GAP_MS = 5 * 60 * 1000;
 const NEAR_BOTTOM_PX = 48;
@@ -247,6 +248,7 @@ export class ConversationView {
         { class: 'chat-header' },
         h('button', { type: 'button', class: 'btn icon back', id: 'back-btn', 'aria-label': 'Back to conversations', onClick: () => this.onBack() }, '←'),
         h('div', { class: 'chat-heading' }, this.titleEl, this.subtitleEl),
+        muteControl(this.client.api, this.client, () => this.convId),
         h('button', { type: 'button', class: 'btn', id: 'details-btn', onClick: () => this.onDetails(this.convId) }, 'Details'),
       ),
       this.stormEl,

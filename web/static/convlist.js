@@ -3,6 +3,7 @@
 import { h } from './dom.js';
 import { Coalescer } from './util.js';
 import { hue, initials, listTime, preview } from './format.js';
+import { isMuted } from './notify.js';
 
 export class ConvList {
   constructor(client, users, { onNewDirect, onNewGroup }) {
@@ -147,6 +148,7 @@ export class ConvList {
             'span',
             { class: 'conv-top' },
             h('span', { class: 'conv-name' }, title),
+            isMuted(conv) ? h('span', { class: 'conv-muted', title: 'Muted', 'aria-label': 'Muted' }, '🔕') : null,
             storming ? h('span', { class: 'storm-badge', title: 'Storm mode' }, 'storm') : null,
             h('time', { class: 'conv-time' }, last ? listTime(last.ts) : ''),
           ),

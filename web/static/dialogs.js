@@ -6,7 +6,7 @@ import { h } from './dom.js';
 import { debounce } from './util.js';
 import { hue, initials } from './format.js';
 
-function modal(id, title, ...content) {
+export function modal(id, title, ...content) {
   const closeBtn = h('button', { type: 'button', class: 'btn icon close', 'aria-label': 'Close' }, '×');
   const dlg = h(
     'dialog',
@@ -21,7 +21,7 @@ function modal(id, title, ...content) {
   return dlg;
 }
 
-function errorLine() {
+export function errorLine() {
   const el = h('p', { class: 'form-error', role: 'alert', hidden: true });
   return {
     el,

@@ -18,7 +18,8 @@ export class SocketError extends Error {
 }
 
 export class Socket {
-  // url() builds the address on every attempt (the token may change);
+  // url() builds the address on every attempt (it may return a promise: a
+  // fresh one-time ticket per connect);
   // onFrame gets every frame that is not a reply to a request; onState gets
   // {state, retryAt, attempt}; onConnectFailed runs when a connection closes
   // before its hello (the token may have been revoked).
@@ -109,9 +110,27 @@ export class Socket {
     clearTimeout(this.retryTimer);
     if (this.stopped) return;
     this.setState('connecting');
+    const attempt = (this.connectSeq = (this.connectSeq ?? 0) + 1);
+    Promise.resolve()
+      .then(() => this.url())
+      .then(
+        (url) => {
+          // stop() or a newer connect() came while the address was made.
+          if (this.stopped || attempt !== this.connectSeq) return;
+          this.open(url);
+        },
+        (err) => {
+          if (this.stopped || attempt !== this.connectSeq) return;
+          console.warn('websocket address:', err);
+          this.scheduleRetry();
+        },
+      );
+  }
+
+  open(url) {
     let ws;
     try {
-      ws = new WebSocket(this.url());
+      ws = new WebSocket(url);
     } catch (err) {
       console.warn('websocket:', err);
       this.scheduleRetry();
