@@ -60,9 +60,18 @@ type Config struct {
 		SendBurst       int     `yaml:"send_burst"`
 		RegisterPerHour int     `yaml:"register_per_hour"`
 		LoginFailures   int     `yaml:"login_failures"`
+		MaxFileBytes    int64   `yaml:"max_file_bytes"`
 	} `yaml:"limits"`
-	TLS    TLSConfig  `yaml:"tls"`
-	Push   PushConfig `yaml:"push"`
+	TLS   TLSConfig  `yaml:"tls"`
+	Push  PushConfig `yaml:"push"`
+	Files struct {
+		Dir            string        `yaml:"dir"`
+		MaxTotalBytes  int64         `yaml:"max_total_bytes"`
+		OrphanTTL      time.Duration `yaml:"orphan_ttl"`
+		SweepInterval  time.Duration `yaml:"sweep_interval"`
+		MaxImagePixels int64         `yaml:"max_image_pixels"`
+		ThumbWorkers   int           `yaml:"thumb_workers"`
+	} `yaml:"files"`
 	SQLite struct {
 		Synchronous string        `yaml:"synchronous"`
 		BatchSize   int           `yaml:"batch_size"`
@@ -184,6 +193,11 @@ func defaultConfig() Config {
 	c.Push.Timeout = 10 * time.Second
 	c.Push.Queue = 1000
 	c.Push.Attempts = 4
+	c.Limits.MaxFileBytes = 25 << 20
+	c.Files.OrphanTTL = 24 * time.Hour
+	c.Files.SweepInterval = time.Hour
+	c.Files.MaxImagePixels = 50_000_000
+	c.Files.ThumbWorkers = 2
 	c.SQLite.Synchronous = "FULL"
 	c.SQLite.BatchSize = 1000
 	c.WebSocket.SessionQueue = 512
@@ -321,6 +335,18 @@ func (c *Config) validate() error {
 			return fmt.Errorf("storm.window and storm.flush_interval must be positive")
 		}
 	}
+	if c.Limits.MaxFileBytes < 1 {
+		return fmt.Errorf("limits.max_file_bytes must be >= 1, not %d", c.Limits.MaxFileBytes)
+	}
+	if c.Files.MaxTotalBytes < 0 {
+		return fmt.Errorf("files.max_total_bytes must be >= 0 (0 = no limit), not %d", c.Files.MaxTotalBytes)
+	}
+	if c.Files.OrphanTTL <= 0 || c.Files.SweepInterval <= 0 {
+		return fmt.Errorf("files.orphan_ttl and files.sweep_interval must be positive")
+	}
+	if c.Files.MaxImagePixels < 1 || c.Files.ThumbWorkers < 1 {
+		return fmt.Errorf("files.max_image_pixels and files.thumb_workers must be >= 1")
+	}
 	if err := negativeDurations(reflect.ValueOf(*c), ""); err != nil {
 		return err
 	}
@@ -348,6 +374,15 @@ func (c *Config) validate() error {
 		return fmt.Errorf("events.capacity must be >= 1, not %d", c.Events.Capacity)
 	}
 	return validateWebhooks(c.Webhooks)
+}
+
+// filesDir is where uploads live: files.dir, or a folder beside the
+// database named after it.
+func (c *Config) filesDir() string {
+	if c.Files.Dir != "" {
+		return c.Files.Dir
+	}
+	return c.DB + "-files"
 }
 
 // negativeDurations finds a negative duration anywhere in the configuration

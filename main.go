@@ -36,7 +36,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(serveCommand(), userCommand(), inviteCommand(), versionCommand(), healthcheckCommand(), populateCommand(), vacuumCommand(), bench.Command())
+	root.AddCommand(serveCommand(), userCommand(), inviteCommand(), versionCommand(), healthcheckCommand(), backupCommand(), restoreCommand(), populateCommand(), vacuumCommand(), bench.Command())
 	return root
 }
 
@@ -160,12 +160,27 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		db.Close()
 		return err
 	}
+	fileSvc, err := server.OpenFiles(ctx, db, server.FilesOptions{
+		Dir:            cfg.filesDir(),
+		MaxFileBytes:   cfg.Limits.MaxFileBytes,
+		MaxTotalBytes:  cfg.Files.MaxTotalBytes,
+		OrphanTTL:      cfg.Files.OrphanTTL,
+		SweepInterval:  cfg.Files.SweepInterval,
+		MaxImagePixels: cfg.Files.MaxImagePixels,
+		ThumbWorkers:   cfg.Files.ThumbWorkers,
+	}, metrics, log)
+	if err != nil {
+		svc.Close()
+		db.Close()
+		return err
+	}
 	build := readBuildInfo()
 	stopAll := func() {
 		svc.Close()
 		if push != nil {
 			push.Close()
 		}
+		fileSvc.Close()
 		db.Close()
 	}
 	if push != nil {
@@ -189,6 +204,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		WriteDelay:         cfg.WebSocket.WriteDelay,
 		PresenceGrace:      cfg.WebSocket.PresenceGrace,
 		Pprof:              cfg.Debug.Pprof,
+		Files:              fileSvc,
 		ReadTimeout:        cfg.HTTP.ReadTimeout,
 		APIWriteTimeout:    cfg.HTTP.WriteTimeout,
 		MaxSessionsPerUser: cfg.WebSocket.MaxSessionsPerUser,
@@ -253,6 +269,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		push.Close()
 	}
 	hooks.Close()
+	fileSvc.Close()
 	err = errors.Join(err, db.Close())
 	return err
 }

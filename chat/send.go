@@ -20,6 +20,8 @@ type SendRequest struct {
 	Emoji   string
 	On      *bool
 	ReplyTo int64
+	// Attachments are ids of files the sender uploaded.
+	Attachments []string
 	// Origin is the sending session; empty for HTTP.
 	Origin string
 }
@@ -70,6 +72,7 @@ func (s *Service) prepareSend(ctx context.Context, from string, req SendRequest)
 		ClientMsgID: req.ClientMsgID,
 		Kind:        req.Kind,
 		Body:        req.Body,
+		Attachments: attachmentIDs(req.Attachments),
 		Target:      req.Target,
 		Emoji:       req.Emoji,
 		On:          req.On,
@@ -102,6 +105,9 @@ func (s *Service) checkSend(ctx context.Context, from string, req *SendRequest) 
 		req.Kind = KindText
 	}
 	if err := checkKind(req); err != nil {
+		return nil, nil, err
+	}
+	if err := checkAttachments(req.Attachments); err != nil {
 		return nil, nil, err
 	}
 	if len(req.Body) > s.cfg.MaxBodyBytes {
@@ -139,13 +145,16 @@ func checkKind(req *SendRequest) error {
 	if req.Kind != KindText && req.ReplyTo != 0 {
 		return Errorf(EBadRequest, "only a text message takes reply_to")
 	}
+	if req.Kind != KindText && len(req.Attachments) > 0 {
+		return Errorf(EBadRequest, "only a text message takes attachments")
+	}
 	if req.Kind != KindReaction && (req.Emoji != "" || req.On != nil) {
 		return Errorf(EBadRequest, "only a reaction takes emoji and on")
 	}
 	switch req.Kind {
 	case KindText:
-		if req.Body == "" {
-			return Errorf(EBadRequest, "body is required")
+		if req.Body == "" && len(req.Attachments) == 0 {
+			return Errorf(EBadRequest, "body is required (it may be empty only with attachments)")
 		}
 		if req.Target != 0 {
 			return Errorf(EBadRequest, "a text message takes no target")
@@ -248,4 +257,35 @@ func (s *Service) fanOut(ctx context.Context, msgs []Message) {
 	if len(ds) > 0 {
 		s.deliver.DeliverAll(ds)
 	}
+}
+
+// checkAttachments refuses what no store look-up is needed to refuse.
+func checkAttachments(ids []string) error {
+	if len(ids) > MaxAttachments {
+		return Errorf(EBadRequest, "at most %d attachments per message, not %d", MaxAttachments, len(ids))
+	}
+	for i, id := range ids {
+		if id == "" || len(id) > 64 || !utf8.ValidString(id) {
+			return Errorf(EBadRequest, "attachments[%d] is not a file id", i)
+		}
+		for _, prev := range ids[:i] {
+			if prev == id {
+				return Errorf(EBadRequest, "attachment %s is listed twice", id)
+			}
+		}
+	}
+	return nil
+}
+
+// attachmentIDs carries the attachment ids to the store, which replaces
+// them by the file objects.
+func attachmentIDs(ids []string) []File {
+	if len(ids) == 0 {
+		return nil
+	}
+	files := make([]File, len(ids))
+	for i, id := range ids {
+		files[i].ID = id
+	}
+	return files
 }

@@ -38,7 +38,8 @@ type testConfig struct {
 	server  server.Config
 	storage storage.Options
 	// push, when set, sends the server's Web Push notifications.
-	push *server.PushSender
+	push  *server.PushSender
+	files server.FilesOptions
 }
 
 // testServer is one running server and what is needed to restart it on the
@@ -53,6 +54,7 @@ type testServer struct {
 	svc     *chat.Service
 	db      *storage.DB // for tests that make its writes fail
 	metrics *server.Metrics
+	files   *server.Files
 
 	http *http.Client
 	logs *syncBuffer
@@ -117,9 +119,21 @@ func (ts *testServer) start() {
 			t.Fatalf("push sender: %v", err)
 		}
 	}
+	fopts := ts.cfg.files
+	if fopts.Dir == "" {
+		fopts.Dir = ts.path + "-files"
+	}
+	files, err := server.OpenFiles(ctx, db, fopts, metrics, log)
+	if err != nil {
+		svc.Close()
+		db.Close()
+		t.Fatalf("files: %v", err)
+	}
+	scfg.Files = files
 	srv := server.New(scfg, svc, hub, metrics, nil, map[string]server.Pinger{"sqlite": db.Ping}, log)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		files.Close()
 		svc.Close()
 		db.Close()
 		t.Fatalf("listen: %v", err)
@@ -129,6 +143,7 @@ func (ts *testServer) start() {
 	ts.svc = svc
 	ts.db = db
 	ts.metrics = metrics
+	ts.files = files
 	ts.Host = l.Addr().String()
 	ts.URL = "http://" + ts.Host
 	var once sync.Once
@@ -148,6 +163,7 @@ func (ts *testServer) start() {
 			if ts.cfg.push != nil {
 				ts.cfg.push.Close()
 			}
+			files.Close()
 			if err := db.Close(); err != nil {
 				t.Errorf("closing the database: %v", err)
 			}
@@ -202,6 +218,7 @@ type (
 		Body        string `json:"body"`
 		TS          int64  `json:"ts"`
 	}
+
 	conversationJSON struct {
 		ID           string       `json:"id"`
 		Kind         string       `json:"kind"`

@@ -41,6 +41,11 @@ func (s *Server) apiRoutes() []route {
 		{"GET", "/api/v1/conversations/{id}/messages", authed(s.handleMessages)},
 		{"GET", "/api/v1/search", authed(s.handleSearch)},
 
+		{"POST", "/api/v1/files", authed(s.handleUpload)},
+		// Files take the token or a signed link (for <img>): fileOf checks.
+		{"GET", "/api/v1/files/{id}", public(s.handleFile)},
+		{"GET", "/api/v1/files/{id}/thumb", public(s.handleThumb)},
+
 		{"GET", "/api/v1/admin/storms", authed(s.handleStorms)},
 
 		{"GET", "/api/v1/sessions", authed(s.handleSessions)},

@@ -30,6 +30,8 @@ type Config struct {
 	WriteDelay time.Duration
 	// Pprof serves net/http/pprof at /debug/pprof/.
 	Pprof bool
+	// Files serves uploads; nil turns the file routes off.
+	Files *Files
 	// ReadTimeout bounds how long an HTTP request's body may take to
 	// arrive, and APIWriteTimeout how long its answer may take to leave.
 	// Both are set per request, so the WebSocket keeps its own deadlines.

@@ -169,7 +169,7 @@ func (s *session) handle(f *clientFrame) {
 		if !s.acquire() {
 			return
 		}
-		req := sendRequest(f.Conv, f.ClientMsgID, f.Body, f.Kind, f.Target, f.Emoji, f.On, f.ReplyTo)
+		req := sendRequest(f.Conv, f.ClientMsgID, f.Body, f.Kind, f.Target, f.Emoji, f.On, f.ReplyTo, f.Attachments)
 		req.Origin = s.id
 		p := s.pending(f.Req)
 		s.srv.chat.SubmitNotify(ctx, s.user.ID, req, func(m chat.Message, dup bool, err error) { s.answered(p, &m, dup, err) })

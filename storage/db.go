@@ -96,6 +96,7 @@ type DB struct {
 	w       *writer
 	ckptDB  *sql.DB
 	ckpt    *checkpointer
+	links   *linker
 
 	retention *retention // nil when messages are kept forever
 
@@ -192,6 +193,8 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		db.ckpt.close()
 		return nil, errors.Join(err, r.Close(), c.Close(), w.Close())
 	}
+	db.links = &linker{}
+	db.w.links = db.links
 	db.startRetention()
 	return db, nil
 }

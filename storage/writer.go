@@ -34,6 +34,7 @@ type writer struct {
 	sync   *syncer // nil when COMMIT syncs (syncer.go)
 	// Totals for benchmarks: commits and WAL pages they wrote.
 	commits, walPages atomic.Int64
+	links             *linker // signs the attachments of messages it commits
 
 	jobs chan *job
 	mu   sync.RWMutex // guards closed against enqueue
@@ -303,6 +304,8 @@ func (w *writer) run(batch []*job) []*job {
 	}
 	w.commits.Add(1)
 	w.walPages.Add(int64(frames))
+	// Freed attachment bytes go once the commit that freed them is in.
+	w.filesFreed(t)
 	w.durable(batch, t.committed)
 	if w.ckpt.committed(frames) {
 		w.ckpt.tail(func() error {

@@ -4,6 +4,7 @@ import { h } from './dom.js';
 import { Coalescer } from './util.js';
 import { hue, initials, listTime, preview } from './format.js';
 import { isMuted } from './notify.js';
+import { fileSummary } from './files.js';
 
 export class ConvList {
   constructor(client, users, { onNewDirect, onNewGroup }) {
@@ -155,7 +156,7 @@ export class ConvList {
           h(
             'span',
             { class: 'conv-bottom' },
-            h('span', { class: 'conv-preview' }, conv.left ? 'You left this conversation' : last ? who + (last.deleted ? 'This message was deleted' : preview(last.body)) : ''),
+            h('span', { class: 'conv-preview' }, conv.left ? 'You left this conversation' : last ? who + (last.deleted ? 'This message was deleted' : preview(last.body || fileSummary(last))) : ''),
             mentions ? h('span', { class: 'badge conv-mentions', title: 'Mentions of you', dataset: { mentions: String(mentions) } }, `@${mentions > 99 ? '99+' : mentions}`) : null,
             unread
               ? h('span', { class: 'badge conv-unread', dataset: { unread: String(unread) } }, unread > 999 ? '999+' : String(unread))
