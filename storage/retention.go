@@ -171,6 +171,11 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 						return err
 					}
 				}
+				// Their attachments too: the links, and the bytes of files
+				// no other message holds (unlinked after the commit).
+				if err := eraseAttachmentsBefore(t, conv, last); err != nil {
+					return err
+				}
 				for _, q := range []string{
 					`DELETE FROM reactions WHERE conv_id = ?1 AND target <= ?2`,
 					`DELETE FROM uncounted WHERE conv_id = ?1 AND seq <= ?2`,
