@@ -88,6 +88,10 @@ type Config struct {
 		MaxConns     int32         `yaml:"max_conns"`
 		BatchTimeout time.Duration `yaml:"batch_timeout"`
 	} `yaml:"postgres"`
+	// Retention.Days > 0 deletes messages older than that many days.
+	Retention struct {
+		Days int `yaml:"days"`
+	} `yaml:"retention"`
 	WebSocket struct {
 		AllowedOrigins []string      `yaml:"allowed_origins"`
 		SessionQueue   int           `yaml:"session_queue"`
@@ -375,6 +379,9 @@ func (c *Config) validate() error {
 	}
 	if c.Postgres.BatchSize < 1 || c.Postgres.MaxConns < 2 || c.Postgres.BatchTimeout <= 0 {
 		return fmt.Errorf("postgres: batch_size must be >= 1, max_conns >= 2 (the writer holds one) and batch_timeout positive")
+	}
+	if c.Retention.Days < 0 {
+		return fmt.Errorf("retention.days must be >= 0 (0 keeps messages forever), not %d", c.Retention.Days)
 	}
 	if c.Events.Capacity < 1 {
 		return fmt.Errorf("events.capacity must be >= 1, not %d", c.Events.Capacity)

@@ -34,7 +34,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(serveCommand(), userCommand(), inviteCommand(), versionCommand(), healthcheckCommand(), backupCommand(), restoreCommand(), migrateToPostgresCommand(), bench.Command())
+	root.AddCommand(serveCommand(), userCommand(), inviteCommand(), versionCommand(), healthcheckCommand(), backupCommand(), restoreCommand(), populateCommand(), vacuumCommand(), migrateToPostgresCommand(), bench.Command())
 	return root
 }
 

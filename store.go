@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/imserver/imserver/chat"
 	"github.com/imserver/imserver/postgres"
@@ -62,6 +63,10 @@ type storeOptions struct {
 func openStore(ctx context.Context, cfg Config, o storeOptions) (store, string, error) {
 	alloc := seq.RedisAllocOptions{GroupBlock: cfg.Seq.GroupBlock, DirectBlock: cfg.Seq.DirectBlock}
 	if isPostgres(cfg.DB) {
+		if cfg.Retention.Days > 0 {
+			// Refused rather than keeping what the operator asked to delete.
+			return nil, "postgres", chat.Errorf(chat.EUnavailable, "retention: not supported on postgres yet (set retention.days to 0)")
+		}
 		db, err := postgres.Open(ctx, cfg.DB, postgres.Options{
 			BatchSize:    cfg.Postgres.BatchSize,
 			BatchDelay:   cfg.Postgres.BatchDelay,
@@ -81,6 +86,7 @@ func openStore(ctx context.Context, cfg Config, o storeOptions) (store, string, 
 		BatchDelay:    cfg.SQLite.BatchDelay,
 		Readers:       cfg.SQLite.Readers,
 		PipelinedSync: cfg.SQLite.PipelinedSync,
+		Retention:     time.Duration(cfg.Retention.Days) * 24 * time.Hour,
 		OnCommit:      o.onCommit,
 		OnBatch:       o.onBatch,
 		Metrics:       o.metrics,
