@@ -347,6 +347,9 @@ func (w *writer) runTx(dc driverConn, batch []*job) (*wtx, []*job, error) {
 		done = len(batch)
 		batch = w.more(batch)
 	}
+	if err := w.applyFTS(t); err != nil {
+		return t, batch, t.rollback(err)
+	}
 	if err := w.finishMessages(t); err != nil {
 		return t, batch, t.rollback(err)
 	}
