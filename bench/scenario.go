@@ -127,6 +127,10 @@ func (r *run) everyoneOnline(ctx context.Context, res *Result, groups func(users
 	if err := r.connectAll(ctx, r.sessions); err != nil {
 		return err
 	}
+	stopTypists, err := r.startTypists(ctx)
+	if err != nil {
+		return err
+	}
 	res.SetupSec = time.Since(start).Seconds()
 	go r.acker(ctx)
 	r.beginMeasure(ctx)
@@ -138,6 +142,7 @@ func (r *run) everyoneOnline(ctx context.Context, res *Result, groups func(users
 		duration: r.sizes.Duration,
 	})
 	r.drain(ctx)
+	stopTypists()
 	r.checkFolds(ctx)
 	return ctx.Err()
 }
