@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net/url"
 	"os"
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/imserver/imserver/server"
 
 	"gopkg.in/yaml.v3"
 )
@@ -36,6 +39,10 @@ type Config struct {
 		// answer (per request: WebSockets keep their own deadlines).
 		ReadTimeout  time.Duration `yaml:"read_timeout"`
 		WriteTimeout time.Duration `yaml:"write_timeout"`
+		// TrustedProxies are the reverse proxies whose X-Forwarded-For
+		// names the client; PublicURL is how users reach the server.
+		TrustedProxies []string `yaml:"trusted_proxies"`
+		PublicURL      string   `yaml:"public_url"`
 	} `yaml:"http"`
 	Storm struct {
 		Window        time.Duration `yaml:"window"`
@@ -51,18 +58,37 @@ type Config struct {
 		MaxFrameBytes   int64   `yaml:"max_frame_bytes"`
 		SendRate        float64 `yaml:"send_rate"`
 		SendBurst       int     `yaml:"send_burst"`
+		RegisterPerHour int     `yaml:"register_per_hour"`
+		LoginFailures   int     `yaml:"login_failures"`
+		MaxFileBytes    int64   `yaml:"max_file_bytes"`
 	} `yaml:"limits"`
+	TLS   TLSConfig  `yaml:"tls"`
+	Push  PushConfig `yaml:"push"`
+	Files struct {
+		Dir            string        `yaml:"dir"`
+		MaxTotalBytes  int64         `yaml:"max_total_bytes"`
+		OrphanTTL      time.Duration `yaml:"orphan_ttl"`
+		SweepInterval  time.Duration `yaml:"sweep_interval"`
+		MaxImagePixels int64         `yaml:"max_image_pixels"`
+		ThumbWorkers   int           `yaml:"thumb_workers"`
+	} `yaml:"files"`
 	SQLite struct {
 		Synchronous string        `yaml:"synchronous"`
 		BatchSize   int           `yaml:"batch_size"`
 		BatchDelay  time.Duration `yaml:"batch_delay"`
 		Readers     int           `yaml:"readers"`
+		// PipelinedSync: with FULL, the WAL is fsynced beside the writer
+		// (the next batch runs meanwhile) instead of inside COMMIT.
+		PipelinedSync bool `yaml:"pipelined_sync"`
 	} `yaml:"sqlite"`
 	WebSocket struct {
 		AllowedOrigins []string      `yaml:"allowed_origins"`
 		SessionQueue   int           `yaml:"session_queue"`
 		WriteTimeout   time.Duration `yaml:"write_timeout"`
-		PresenceGrace  time.Duration `yaml:"presence_grace"`
+		// WriteDelay holds a session's writer this long once something is
+		// queued, so that more frames leave in the same write.
+		WriteDelay    time.Duration `yaml:"write_delay"`
+		PresenceGrace time.Duration `yaml:"presence_grace"`
 		// MaxSessionsPerUser bounds one user's open sockets per process.
 		MaxSessionsPerUser int `yaml:"max_sessions_per_user"`
 	} `yaml:"websocket"`
@@ -95,6 +121,41 @@ type WebhookConfig struct {
 	Secret string   `yaml:"secret"`
 }
 
+// TLSConfig serves HTTPS from certificate files or from certificates
+// obtained with ACME (Let's Encrypt).
+type TLSConfig struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// HTTPAddr serves ACME HTTP-01 challenges and redirects the rest to
+	// HTTPS; empty for none.
+	HTTPAddr string `yaml:"http_addr"`
+	ACME     struct {
+		Domains      []string `yaml:"domains"`
+		Email        string   `yaml:"email"`
+		CacheDir     string   `yaml:"cache_dir"`
+		DirectoryURL string   `yaml:"directory_url"`
+		// CAFile is a PEM file of the CAs that sign the ACME server's own
+		// HTTPS certificate (a private ACME server, tests); empty trusts
+		// the system's.
+		CAFile string `yaml:"ca_file"`
+	} `yaml:"acme"`
+}
+
+// enabled reports whether the server serves TLS.
+func (t *TLSConfig) enabled() bool { return t.CertFile != "" || len(t.ACME.Domains) > 0 }
+
+// PushConfig is Web Push.
+type PushConfig struct {
+	Enabled      bool          `yaml:"enabled"`
+	Delay        time.Duration `yaml:"delay"`
+	Preview      bool          `yaml:"preview"`
+	AllowPrivate bool          `yaml:"allow_private"`
+	Subscriber   string        `yaml:"subscriber"`
+	Timeout      time.Duration `yaml:"timeout"`
+	Queue        int           `yaml:"queue"`
+	Attempts     int           `yaml:"attempts"`
+}
+
 // defaultConfig is what `imserver serve` runs with when given nothing.
 func defaultConfig() Config {
 	var c Config
@@ -119,6 +180,20 @@ func defaultConfig() Config {
 	c.Limits.MaxFrameBytes = 65536
 	c.Limits.SendRate = 50
 	c.Limits.SendBurst = 200
+	c.Limits.RegisterPerHour = 10
+	c.Limits.LoginFailures = 10
+	c.TLS.ACME.CacheDir = "acme-cache"
+	c.Push.Enabled = true
+	c.Push.Delay = 10 * time.Second
+	c.Push.Preview = true
+	c.Push.Timeout = 10 * time.Second
+	c.Push.Queue = 1000
+	c.Push.Attempts = 4
+	c.Limits.MaxFileBytes = 25 << 20
+	c.Files.OrphanTTL = 24 * time.Hour
+	c.Files.SweepInterval = time.Hour
+	c.Files.MaxImagePixels = 50_000_000
+	c.Files.ThumbWorkers = 2
 	c.SQLite.Synchronous = "FULL"
 	c.SQLite.BatchSize = 1000
 	c.WebSocket.SessionQueue = 512
@@ -215,9 +290,29 @@ func (c *Config) deriveDefaults(set map[string]bool) {
 
 func (c *Config) validate() error {
 	switch c.Auth.Registration {
-	case "open", "closed":
+	case "open", "invite", "closed":
 	default:
-		return fmt.Errorf("auth.registration must be open or closed, not %q", c.Auth.Registration)
+		return fmt.Errorf("auth.registration must be open, invite or closed, not %q", c.Auth.Registration)
+	}
+	if c.Limits.RegisterPerHour < 0 || c.Limits.LoginFailures < 0 {
+		return fmt.Errorf("limits.register_per_hour and limits.login_failures must be >= 0 (0 = no limit)")
+	}
+	if _, err := server.ParseTrustedProxies(c.HTTP.TrustedProxies); err != nil {
+		return fmt.Errorf("http.trusted_proxies: %w", err)
+	}
+	if c.HTTP.PublicURL != "" {
+		if u, err := url.Parse(c.HTTP.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("http.public_url must be an http(s) URL, not %q", c.HTTP.PublicURL)
+		}
+	}
+	if err := c.TLS.validate(); err != nil {
+		return err
+	}
+	if c.Push.Enabled && (c.Push.Delay <= 0 || c.Push.Timeout <= 0 || c.Push.Queue < 1 || c.Push.Attempts < 1) {
+		return fmt.Errorf("push.delay and push.timeout must be positive, push.queue and push.attempts >= 1")
+	}
+	if c.WebSocket.WriteDelay < 0 || c.WebSocket.WriteDelay > time.Second {
+		return fmt.Errorf("websocket.write_delay must be between 0 (off) and 1s, not %s", c.WebSocket.WriteDelay)
 	}
 	if c.Storm.Threshold < 0 {
 		return fmt.Errorf("storm.threshold must be >= 0 (0 turns storm mode off), not %d", c.Storm.Threshold)
@@ -235,6 +330,18 @@ func (c *Config) validate() error {
 		if c.Storm.Window <= 0 || c.Storm.FlushInterval <= 0 {
 			return fmt.Errorf("storm.window and storm.flush_interval must be positive")
 		}
+	}
+	if c.Limits.MaxFileBytes < 1 {
+		return fmt.Errorf("limits.max_file_bytes must be >= 1, not %d", c.Limits.MaxFileBytes)
+	}
+	if c.Files.MaxTotalBytes < 0 {
+		return fmt.Errorf("files.max_total_bytes must be >= 0 (0 = no limit), not %d", c.Files.MaxTotalBytes)
+	}
+	if c.Files.OrphanTTL <= 0 || c.Files.SweepInterval <= 0 {
+		return fmt.Errorf("files.orphan_ttl and files.sweep_interval must be positive")
+	}
+	if c.Files.MaxImagePixels < 1 || c.Files.ThumbWorkers < 1 {
+		return fmt.Errorf("files.max_image_pixels and files.thumb_workers must be >= 1")
 	}
 	if err := negativeDurations(reflect.ValueOf(*c), ""); err != nil {
 		return err
@@ -260,6 +367,15 @@ func (c *Config) validate() error {
 		return fmt.Errorf("events.capacity must be >= 1, not %d", c.Events.Capacity)
 	}
 	return validateWebhooks(c.Webhooks)
+}
+
+// filesDir is where uploads live: files.dir, or a folder beside the
+// database named after it.
+func (c *Config) filesDir() string {
+	if c.Files.Dir != "" {
+		return c.Files.Dir
+	}
+	return c.DB + "-files"
 }
 
 // negativeDurations finds a negative duration anywhere in the configuration

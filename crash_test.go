@@ -36,6 +36,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// serverEnv is the environment of the servers the tests start: they
+// register many users from one address, which the per-address limits
+// (limits.register_per_hour, limits.login_failures) would stop.
+func serverEnv() []string {
+	return append(os.Environ(), "IMSERVER_LIMITS_REGISTER_PER_HOUR=0", "IMSERVER_LIMITS_LOGIN_FAILURES=0")
+}
+
 // proc is a server subprocess.
 type proc struct {
 	cmd  *exec.Cmd
@@ -56,6 +63,7 @@ func startServer(t *testing.T, db, config string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(serverBin, "serve", "--addr", addr, "--db", db, "--config", config)
+	cmd.Env = serverEnv()
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -116,10 +124,21 @@ type storedMsg struct {
 // once with its seq, seqs strictly increase, and resending every message
 // (answered or not) with its client_msg_id never stores one twice.
 func TestCrashKeepsEverySentMessage(t *testing.T) {
+	crashKeepsEverySentMessage(t, "")
+}
+
+// TestCrashKeepsEverySentMessagePipelinedSync is the same with the WAL
+// fsynced beside the writer (sqlite.pipelined_sync): the writer's
+// connection runs synchronous NORMAL, and answers wait for the syncer.
+func TestCrashKeepsEverySentMessagePipelinedSync(t *testing.T) {
+	crashKeepsEverySentMessage(t, "  pipelined_sync: true\n")
+}
+
+func crashKeepsEverySentMessage(t *testing.T, sqliteExtra string) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "crash.db")
 	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte("limits:\n  send_rate: 1000000\n  send_burst: 1000000\nsqlite:\n  synchronous: FULL\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("limits:\n  send_rate: 1000000\n  send_burst: 1000000\nsqlite:\n  synchronous: FULL\n"+sqliteExtra), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := startServer(t, db, cfg)

@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,7 +36,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(serveCommand(), userCommand(), versionCommand(), healthcheckCommand(), bench.Command())
+	root.AddCommand(serveCommand(), userCommand(), inviteCommand(), versionCommand(), healthcheckCommand(), backupCommand(), restoreCommand(), bench.Command())
 	return root
 }
 
@@ -114,11 +115,14 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	metrics.WatchEventQueue(events)
 	var svc *chat.Service
 	db, err := storage.Open(ctx, cfg.DB, storage.Options{
-		Synchronous: cfg.SQLite.Synchronous,
-		BatchSize:   cfg.SQLite.BatchSize,
-		BatchDelay:  cfg.SQLite.BatchDelay,
-		Readers:     cfg.SQLite.Readers,
-		OnCommit:    func(m []chat.Message) { svc.Committed(m) },
+		Synchronous:   cfg.SQLite.Synchronous,
+		BatchSize:     cfg.SQLite.BatchSize,
+		BatchDelay:    cfg.SQLite.BatchDelay,
+		Readers:       cfg.SQLite.Readers,
+		PipelinedSync: cfg.SQLite.PipelinedSync,
+		// Fan-out and the answers to WebSocket sends run together, off
+		// the writer's goroutine.
+		OnBatch:     func(m []chat.Message, answer func()) { svc.CommittedThen(m, answer) },
 		Metrics:     metrics,
 		Logger:      log,
 		Redis:       rdb,
@@ -130,6 +134,17 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	}
 	ccfg := chatConfig(cfg)
 	ccfg.Storm.Counter, ccfg.Events, ccfg.Observer = window, events, metrics
+	var push *server.PushSender
+	if cfg.Push.Enabled {
+		push = server.NewPushSender(server.PushOptions{
+			Subscriber:   pushSubscriber(cfg),
+			AllowPrivate: cfg.Push.AllowPrivate,
+			Timeout:      cfg.Push.Timeout,
+			QueueSize:    cfg.Push.Queue,
+			Attempts:     cfg.Push.Attempts,
+		}, metrics, log)
+		ccfg.Push = chat.PushConfig{Sender: push, Delay: cfg.Push.Delay, Preview: cfg.Push.Preview}
+	}
 	if bus != nil {
 		ccfg.Peers = bus
 	}
@@ -144,21 +159,64 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		db.Close()
 		return err
 	}
+	fileSvc, err := server.OpenFiles(ctx, db, server.FilesOptions{
+		Dir:            cfg.filesDir(),
+		MaxFileBytes:   cfg.Limits.MaxFileBytes,
+		MaxTotalBytes:  cfg.Files.MaxTotalBytes,
+		OrphanTTL:      cfg.Files.OrphanTTL,
+		SweepInterval:  cfg.Files.SweepInterval,
+		MaxImagePixels: cfg.Files.MaxImagePixels,
+		ThumbWorkers:   cfg.Files.ThumbWorkers,
+	}, metrics, log)
+	if err != nil {
+		svc.Close()
+		db.Close()
+		return err
+	}
 	build := readBuildInfo()
+	stopAll := func() {
+		svc.Close()
+		if push != nil {
+			push.Close()
+		}
+		fileSvc.Close()
+		db.Close()
+	}
+	if push != nil {
+		if err := push.Start(ctx, svc); err != nil {
+			stopAll()
+			return err
+		}
+	}
+	proxies, _ := server.ParseTrustedProxies(cfg.HTTP.TrustedProxies) // checked by validate
+	tlsc, err := setupTLS(cfg.TLS, log)
+	if err != nil {
+		stopAll()
+		return err
+	}
 	srv := server.New(server.Config{
 		MaxRequestBytes:    cfg.Limits.MaxRequestBytes,
 		MaxFrameBytes:      cfg.Limits.MaxFrameBytes,
 		AllowedOrigins:     cfg.WebSocket.AllowedOrigins,
 		SessionQueue:       cfg.WebSocket.SessionQueue,
 		WriteTimeout:       cfg.WebSocket.WriteTimeout,
+		WriteDelay:         cfg.WebSocket.WriteDelay,
 		PresenceGrace:      cfg.WebSocket.PresenceGrace,
 		Pprof:              cfg.Debug.Pprof,
+		Files:              fileSvc,
 		ReadTimeout:        cfg.HTTP.ReadTimeout,
 		APIWriteTimeout:    cfg.HTTP.WriteTimeout,
 		MaxSessionsPerUser: cfg.WebSocket.MaxSessionsPerUser,
 		Version:            build.Version,
 		Commit:             build.Commit,
 		Schema:             schema,
+		TrustedProxies:     proxies,
+		LoginFailures:      cfg.Limits.LoginFailures,
+		RegisterPerHour:    cfg.Limits.RegisterPerHour,
+		PublicURL:          cfg.HTTP.PublicURL,
+		HSTS:               tlsc != nil,
+		Push:               push,
+		PushAllowPrivate:   cfg.Push.AllowPrivate,
 	}, svc, hub, metrics, web.Handler(), health, log)
 	if rdb != nil {
 		srv.ShareOnline(rdb, cfg.RedisPrefix)
@@ -166,11 +224,24 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 
 	l, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		svc.Close()
-		db.Close()
+		stopAll()
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on http://%s (database %s, schema %d)\n", build.Version, l.Addr(), cfg.DB, schema)
+	scheme := "http"
+	if tlsc != nil {
+		scheme = "https"
+		l = tls.NewListener(l, tlsc.config)
+		if cfg.TLS.HTTPAddr != "" {
+			stopPlain, err := servePlain(ctx, cfg.TLS.HTTPAddr, tlsc.plain, log)
+			if err != nil {
+				l.Close()
+				stopAll()
+				return err
+			}
+			defer stopPlain()
+		}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "imserver %s listening on %s://%s (database %s, schema %d)\n", build.Version, scheme, l.Addr(), cfg.DB, schema)
 	hooks := server.NewWebhooks(events, webhooks(cfg), server.WebhookOptions{
 		Timeout:      cfg.Events.WebhookTimeout,
 		Attempts:     cfg.Events.WebhookAttempts,
@@ -193,7 +264,11 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	// let the writer commit what is queued.
 	err = errors.Join(err, srv.Shutdown(shutdownCtx))
 	svc.Close()
+	if push != nil {
+		push.Close()
+	}
 	hooks.Close()
+	fileSvc.Close()
 	err = errors.Join(err, db.Close())
 	return err
 }
@@ -204,6 +279,7 @@ func chatConfig(cfg Config) chat.Config {
 		SendRate:         cfg.Limits.SendRate,
 		SendBurst:        cfg.Limits.SendBurst,
 		RegistrationOpen: cfg.Auth.Registration == "open",
+		Registration:     cfg.Auth.Registration,
 		AckFlushInterval: cfg.Chat.AckFlushInterval,
 		ReceiptInterval:  cfg.Chat.ReceiptInterval,
 		Admins:           cfg.Auth.Admins,

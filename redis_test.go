@@ -232,6 +232,7 @@ func startLogged(t *testing.T, name, db, config string) *lproc {
 	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(serverBin, "serve", "--addr", addr, "--db", db, "--config", config)
+	cmd.Env = serverEnv()
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

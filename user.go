@@ -17,6 +17,28 @@ import (
 	"golang.org/x/term"
 )
 
+// withService opens the database of the config (or the --db flag) for
+// one command.
+func withService(cmd *cobra.Command, configPath, db string, fn func(context.Context, Config, *chat.Service) error) error {
+	cfg, err := loadConfig(configPath)
+	if err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("db") {
+		cfg.DB = db
+	}
+	ctx := cmd.Context()
+	store, err := storage.Open(ctx, cfg.DB, storage.Options{Synchronous: cfg.SQLite.Synchronous})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc := chat.NewService(store, nopDeliverer{}, chatConfig(cfg), log)
+	defer svc.Close()
+	return fn(ctx, cfg, svc)
+}
+
 // userCommand manages accounts directly in the database file; it works
 // beside a running server (SQLite's WAL and busy timeout let it wait).
 func userCommand() *cobra.Command {
@@ -25,25 +47,8 @@ func userCommand() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&configPath, "config", "", "YAML configuration file")
 	cmd.PersistentFlags().StringVar(&db, "db", "", "SQLite database file (default imserver.db)")
 
-	// withService opens the database for one command.
 	withService := func(cmd *cobra.Command, fn func(context.Context, *chat.Service) error) error {
-		cfg, err := loadConfig(configPath)
-		if err != nil {
-			return err
-		}
-		if cmd.Flags().Changed("db") {
-			cfg.DB = db
-		}
-		ctx := cmd.Context()
-		store, err := storage.Open(ctx, cfg.DB, storage.Options{Synchronous: cfg.SQLite.Synchronous})
-		if err != nil {
-			return err
-		}
-		defer store.Close()
-		log := slog.New(slog.NewTextHandler(io.Discard, nil))
-		svc := chat.NewService(store, nopDeliverer{}, chatConfig(cfg), log)
-		defer svc.Close()
-		return fn(ctx, svc)
+		return withService(cmd, configPath, db, func(ctx context.Context, _ Config, svc *chat.Service) error { return fn(ctx, svc) })
 	}
 
 	var password, displayName string

@@ -195,7 +195,7 @@ func TestMixed(t *testing.T) {
 func TestCommandJSON(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := startEmbedded(ctx, serverBin, "NORMAL", false)
+	srv, err := startEmbedded(ctx, serverBin, serverConfig("NORMAL"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,4 +221,45 @@ func TestCommandJSON(t *testing.T) {
 		t.Errorf("result server %q sizes %+v; want %q, 4 users, 20 messages", res.Server, res.Sizes, srv.url)
 	}
 	checkCorrect(t, res)
+}
+
+func TestInteractive(t *testing.T) {
+	for _, users := range []int{4, 4 + 4*2} { // ring, then listeners of their own
+		res := runTiny(t, "interactive", Sizes{Users: users, Senders: 4, Members: 2, Messages: 40})
+		if res.Inflight != 1 {
+			t.Errorf("users %d: in flight per sender = %d, want 1", users, res.Inflight)
+		}
+		// Every sender sends 10 into its own group of itself and 2 others.
+		if got, want := res.Correctness.Expected, int64(40*2); got != want {
+			t.Errorf("users %d: expected = %d, want %d", users, got, want)
+		}
+		if res.ServerCPUSec <= 0 || res.ServerWrites <= 0 || res.ServerReads <= 0 || res.ServerWritesPerMsg <= 0 {
+			t.Errorf("users %d: server cpu %v s, write calls %d, read calls %d, writes/msg %v: want all > 0 (read from /proc)",
+				users, res.ServerCPUSec, res.ServerWrites, res.ServerReads, res.ServerWritesPerMsg)
+		}
+		if res.MeasuredSec <= 0 || res.ServerCoreShare <= 0 {
+			t.Errorf("users %d: measured %v s, core share %v; want > 0", users, res.MeasuredSec, res.ServerCoreShare)
+		}
+	}
+}
+
+func TestInteractiveGroups(t *testing.T) {
+	ring := interactiveGroups(4, 4, 2)
+	if fmt.Sprint(ring) != "[[0 1 2] [1 2 3] [2 3 0] [3 0 1]]" {
+		t.Errorf("ring layout = %v", ring)
+	}
+	own := interactiveGroups(7, 2, 2)
+	if fmt.Sprint(own) != "[[0 2 3] [1 4 5]]" {
+		t.Errorf("listener layout = %v", own)
+	}
+}
+
+func TestReadProcSelf(t *testing.T) {
+	p, err := readProc(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.ok || p.writes <= 0 || p.reads <= 0 {
+		t.Errorf("readProc(self) = %+v, want ok with write and read calls counted", p)
+	}
 }

@@ -32,14 +32,23 @@ type Options struct {
 	URL       string // drive this running server; empty = embedded
 	Embedded  bool
 	ServerBin string // binary for embedded mode
-	Scenario  string // send|fanout|catchup|idle|mixed|all
-	Sizes     Sizes
-	RateSet   bool // Sizes.Rate was given (0 then means flat out, not the default)
-	BodySize  int
+	// ServerConfig is a config file for the embedded server instead of
+	// the bench's own (which raises the limits and turns storms off).
+	ServerConfig string
+	Scenario     string // send|fanout|catchup|idle|mixed|interactive|all
+	Sizes        Sizes
+	RateSet      bool // Sizes.Rate was given (0 then means flat out, not the default)
+	BodySize     int
 	// Mix is the kinds of the sends: "team" mixes in reactions, edits and
 	// deletes (the mixed scenario's default), "none" sends text only.
-	Mix        string
-	Inflight   int // unanswered sends per sender
+	Mix      string
+	Inflight int // unanswered sends per sender
+	// InflightSet says --inflight was given; otherwise a scenario may
+	// choose its own (interactive: 1).
+	InflightSet bool
+	// ServerPID is the process of a --url server, for its CPU time and
+	// system calls from /proc; an embedded server's is known.
+	ServerPID  int
 	SQLiteSync string
 	JSON       bool
 	Progress   bool
@@ -71,6 +80,9 @@ Scenarios:
   catchup  a member offline while K messages arrive, then it connects and pulls
   idle     C idle sessions; server memory per session from /metrics
   mixed    senders at a steady rate, a big group, members dropping and reconnecting
+  interactive  P senders with one send in flight each (wait for sent, send
+           the next), each the only sender of its group of M other online
+           members; server CPU and write system calls per message
   all      each of the above, each on a fresh embedded server
 
 Size flags left at 0 take the scenario's default. Every scenario ends with the
@@ -86,6 +98,7 @@ command fails if any of them is off.`,
 				o.Embedded = o.URL == ""
 			}
 			o.RateSet = f.Changed("rate")
+			o.InflightSet = f.Changed("inflight")
 			o.Stdout, o.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -97,7 +110,9 @@ command fails if any of them is off.`,
 	f.StringVar(&o.URL, "url", "", "base URL of a running server, e.g. http://127.0.0.1:8080")
 	f.BoolVar(&o.Embedded, "embedded", true, "start a server on a temporary database (default when --url is empty)")
 	f.StringVar(&o.ServerBin, "server-bin", "", "imserver binary for --embedded (default: this executable)")
-	f.StringVar(&o.Scenario, "scenario", "all", "send|fanout|catchup|idle|mixed|all")
+	f.StringVar(&o.ServerConfig, "server-config", "", "config file for --embedded instead of the bench's (keep its raised limits; --sqlite-sync is then ignored)")
+	f.IntVar(&o.ServerPID, "server-pid", 0, "process id of the --url server: its CPU time and write system calls per message are read from /proc")
+	f.StringVar(&o.Scenario, "scenario", "all", "send|fanout|catchup|idle|mixed|interactive|all")
 	f.IntVar(&o.Sizes.Users, "users", 0, "users to register")
 	f.IntVar(&o.Sizes.Groups, "groups", 0, "groups to create")
 	f.IntVar(&o.Sizes.Members, "members", 0, "members per group")
@@ -222,18 +237,32 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 // runScenario runs one scenario on its own server (embedded) or on --url.
 func runScenario(ctx context.Context, o Options, sc *scenario) *Result {
 	sz := o.sizesFor(sc)
-	res := &Result{Scenario: sc.name, Sizes: sz, BodySize: o.BodySize}
+	if !o.InflightSet && sc.inflight > 0 {
+		o.Inflight = sc.inflight
+	}
+	res := &Result{Scenario: sc.name, Sizes: sz, BodySize: o.BodySize, Inflight: o.Inflight}
+	pid := o.ServerPID
 	base := o.URL
 	var srv *embeddedServer
 	if o.Embedded {
 		res.Server, res.SQLite = "embedded", o.SQLiteSync
 		var err error
-		srv, err = startEmbedded(ctx, o.ServerBin, o.SQLiteSync, o.KeepTmp)
+		cfg := serverConfig(o.SQLiteSync)
+		if o.ServerConfig != "" {
+			b, err := os.ReadFile(o.ServerConfig)
+			if err != nil {
+				res.Error = err.Error()
+				return res
+			}
+			cfg, res.SQLite = string(b), ""
+		}
+		srv, err = startEmbedded(ctx, o.ServerBin, cfg, o.KeepTmp)
 		if err != nil {
 			res.Error = err.Error()
 			return res
 		}
 		base = srv.url
+		pid = srv.cmd.Process.Pid
 		if o.KeepTmp {
 			fmt.Fprintf(o.Stderr, "%s: embedded server in %s\n", sc.name, srv.dir)
 		}
@@ -241,6 +270,7 @@ func runScenario(ctx context.Context, o Options, sc *scenario) *Result {
 		res.Server = o.URL
 	}
 	r := newRun(sc.name, o, sz, newAPIClient(base))
+	r.serverPID = pid
 	var prog *progress
 	if o.Progress {
 		prog = startProgress(o.Stderr, r)

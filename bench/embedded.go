@@ -35,6 +35,8 @@ limits:
   send_rate: 1000000
   send_burst: 1000000
   max_frame_bytes: 65536
+  register_per_hour: 0
+  login_failures: 0
 sqlite:
   synchronous: %s
 auth:
@@ -55,13 +57,13 @@ func freePort() (int, error) {
 }
 
 // startEmbedded starts bin and waits for GET /healthz to answer 200.
-func startEmbedded(ctx context.Context, bin, sqliteSync string, keep bool) (*embeddedServer, error) {
+func startEmbedded(ctx context.Context, bin, config string, keep bool) (*embeddedServer, error) {
 	dir, err := os.MkdirTemp("", "imserver-bench-")
 	if err != nil {
 		return nil, err
 	}
 	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(serverConfig(sqliteSync)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}

@@ -34,6 +34,19 @@ type Result struct {
 	ServerRSS    float64 `json:"server_rss_bytes,omitempty"` // at the end
 	ServerCPUSec float64 `json:"server_cpu_seconds,omitempty"`
 	ClientCPUSec float64 `json:"client_cpu_seconds,omitempty"`
+	Inflight     int     `json:"inflight"` // unanswered sends per sender
+
+	// The measured phase (first send to the end of the drain) and the
+	// server process's counters over it; system calls need its PID.
+	MeasuredSec        float64 `json:"measured_seconds,omitempty"`
+	ServerWrites       int64   `json:"server_write_syscalls,omitempty"`
+	ServerReads        int64   `json:"server_read_syscalls,omitempty"`
+	ServerCPUPerMsgUS  float64 `json:"server_cpu_us_per_msg,omitempty"` // per durable send, with its deliveries
+	ClientCPUPerMsgUS  float64 `json:"bench_cpu_us_per_msg,omitempty"`
+	ServerWritesPerMsg float64 `json:"server_writes_per_msg,omitempty"`
+	ServerReadsPerMsg  float64 `json:"server_reads_per_msg,omitempty"`
+	ServerCoreShare    float64 `json:"server_core_share,omitempty"` // CPU time / wall / cores
+	ClientCoreShare    float64 `json:"bench_core_share,omitempty"`
 
 	Resyncs     int64 `json:"resyncs"`
 	Storms      int64 `json:"storms"`
@@ -150,6 +163,7 @@ func writeTable(w io.Writer, rep *Report) {
 		return fmt.Sprintf("%d/%dx%d", r.Sizes.Users, r.Sizes.Groups, r.Sizes.Members)
 	})
 	row("sessions/senders", func(r *Result) string { return fmt.Sprintf("%d/%d", r.Sizes.Sessions, r.Sizes.Senders) })
+	row("in flight per sender", func(r *Result) string { return fmt.Sprint(r.Inflight) })
 	row("target rate", func(r *Result) string {
 		if r.Sizes.Rate == 0 {
 			return "flat out"
@@ -196,6 +210,15 @@ func writeTable(w io.Writer, rep *Report) {
 	row("server RSS end", func(r *Result) string { return nz(r.ServerRSS, bytesIEC(r.ServerRSS)) })
 	row("cpu s server/bench", func(r *Result) string {
 		return nz(r.ServerCPUSec+r.ClientCPUSec, fmt.Sprintf("%.1f / %.1f", r.ServerCPUSec, r.ClientCPUSec))
+	})
+	row("cpu µs/msg server/bench", func(r *Result) string {
+		return nz(r.ServerCPUPerMsgUS, fmt.Sprintf("%.1f / %.1f", r.ServerCPUPerMsgUS, r.ClientCPUPerMsgUS))
+	})
+	row("core share server/bench", func(r *Result) string {
+		return nz(r.ServerCoreShare, fmt.Sprintf("%.0f%% / %.0f%%", 100*r.ServerCoreShare, 100*r.ClientCoreShare))
+	})
+	row("server writes/reads per msg", func(r *Result) string {
+		return nz(r.ServerWritesPerMsg, fmt.Sprintf("%.2f / %.2f", r.ServerWritesPerMsg, r.ServerReadsPerMsg))
 	})
 	row("resync/storm/batch/disc", func(r *Result) string {
 		return fmt.Sprintf("%d/%d/%d/%d", r.Resyncs, r.Storms, r.BatchFrames, r.Disconnects)

@@ -26,6 +26,7 @@ type run struct {
 	stopping   atomic.Bool
 	mix        bool // the team mix is on
 	meas       measure
+	serverPID  int // 0 when unknown
 
 	users    []*benchUser
 	groups   []*group

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -14,11 +15,14 @@ type scenario struct {
 	// are merged; given is what the flags set.
 	adjust func(sz *Sizes, given Sizes)
 	run    func(ctx context.Context, r *run, res *Result) error
+	// inflight is the scenario's --inflight unless the flag is given; 0
+	// keeps the flag's default.
+	inflight int
 }
 
 // scenarios in the order `all` runs them. The defaults are sized for a
 // 2-core machine running both the server and the bench.
-var scenarios = []*scenario{sendScenario, fanoutScenario, catchupScenario, idleScenario, mixedScenario}
+var scenarios = []*scenario{sendScenario, fanoutScenario, catchupScenario, idleScenario, mixedScenario, interactiveScenario}
 
 func findScenario(name string) *scenario {
 	for _, s := range scenarios {
@@ -43,10 +47,15 @@ type measure struct {
 	serverCPU float64
 	clientCPU float64
 	ok        bool
+	start     time.Time
+	proc      procSample // the server process, when its PID is known
 }
 
 func (r *run) beginMeasure(ctx context.Context) {
-	m := measure{clientCPU: processCPUSeconds()}
+	m := measure{clientCPU: processCPUSeconds(), start: time.Now()}
+	if r.serverPID > 0 {
+		m.proc, _ = readProc(r.serverPID)
+	}
 	if sm, err := r.api.scrapeMetrics(ctx); err == nil {
 		m.serverCPU, m.ok = sm["process_cpu_seconds_total"]
 	}
@@ -101,6 +110,41 @@ func (r *run) finish(res *Result) {
 			res.ServerCPUSec = v - m.serverCPU
 		}
 	}
+	r.finishProc(res)
+}
+
+// finishProc fills the per-message figures of the server process, read
+// from /proc when its PID is known: CPU time (which then replaces the
+// /metrics reading: same source, and it works for any server), write and
+// read system calls, and its share of the machine's cores over the
+// measured phase, which shows a serial stall as idle cores.
+func (r *run) finishProc(res *Result) {
+	m := r.meas
+	if m.start.IsZero() {
+		return
+	}
+	wall := time.Since(m.start).Seconds()
+	res.MeasuredSec = wall
+	if m.proc.ok {
+		if p, err := readProc(r.serverPID); err == nil {
+			res.ServerCPUSec = p.cpuSec - m.proc.cpuSec
+			res.ServerWrites = p.writes - m.proc.writes
+			res.ServerReads = p.reads - m.proc.reads
+		}
+	}
+	cores := float64(runtime.NumCPU())
+	if wall > 0 {
+		res.ServerCoreShare = res.ServerCPUSec / wall / cores
+		res.ClientCoreShare = res.ClientCPUSec / wall / cores
+	}
+	if res.Sent > 0 {
+		res.ServerCPUPerMsgUS = res.ServerCPUSec / float64(res.Sent) * 1e6
+		res.ClientCPUPerMsgUS = res.ClientCPUSec / float64(res.Sent) * 1e6
+		if m.proc.ok {
+			res.ServerWritesPerMsg = float64(res.ServerWrites) / float64(res.Sent)
+			res.ServerReadsPerMsg = float64(res.ServerReads) / float64(res.Sent)
+		}
+	}
 }
 
 // setupWorld registers the users, creates the groups (member lists index
@@ -120,6 +164,15 @@ func (r *run) setupWorld(ctx context.Context, groups func(users int) [][]int) er
 // everyoneOnline is the shape of send and fanout: all sessions connected,
 // the senders send the plan, the bench waits for every delivery.
 func (r *run) everyoneOnline(ctx context.Context, res *Result, groups func(users int) [][]int) error {
+	return r.everyoneOnlinePlan(ctx, res, groups, func() sendPlan {
+		return sendPlan{senders: r.pickSenders(r.sizes.Senders)}
+	})
+}
+
+// everyoneOnlinePlan is everyoneOnline with the senders and their choice of
+// conversation given by plan, called once the world is set up; total, rate
+// and duration come from the sizes.
+func (r *run) everyoneOnlinePlan(ctx context.Context, res *Result, groups func(users int) [][]int, plan func() sendPlan) error {
 	start := time.Now()
 	if err := r.setupWorld(ctx, groups); err != nil {
 		return err
@@ -135,12 +188,9 @@ func (r *run) everyoneOnline(ctx context.Context, res *Result, groups func(users
 	go r.acker(ctx)
 	r.beginMeasure(ctx)
 	r.setPhase("sending")
-	r.runSenders(ctx, sendPlan{
-		senders:  r.pickSenders(r.sizes.Senders),
-		total:    r.sizes.Messages,
-		rate:     r.sizes.Rate,
-		duration: r.sizes.Duration,
-	})
+	p := plan()
+	p.total, p.rate, p.duration = r.sizes.Messages, r.sizes.Rate, r.sizes.Duration
+	r.runSenders(ctx, p)
 	r.drain(ctx)
 	stopTypists()
 	r.checkFolds(ctx)

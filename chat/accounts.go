@@ -61,37 +61,73 @@ func checkPasswordRules(password string) error {
 // AddUser creates an account whatever the registration setting (the CLI
 // and tests use it).
 func (s *Service) AddUser(ctx context.Context, username, password, displayName string) (User, error) {
-	username = strings.TrimSpace(username)
-	displayName = strings.TrimSpace(displayName)
-	if !validUsername(username) {
-		return User{}, Errorf(EBadRequest, "username must be 1-%d letters, digits, '_', '-' or '.'", maxUsernameLen)
-	}
-	if err := checkPasswordRules(password); err != nil {
-		return User{}, err
-	}
-	if displayName == "" {
-		displayName = username
-	}
-	if utf8.RuneCountInString(displayName) > maxDisplayNameLen || !utf8.ValidString(displayName) {
-		return User{}, Errorf(EBadRequest, "display_name must be at most %d characters", maxDisplayNameLen)
-	}
-	hash, err := s.hash(ctx, password)
+	u, hash, err := s.newUser(ctx, username, password, displayName)
 	if err != nil {
 		return User{}, err
 	}
-	u := User{ID: NewID(), Username: username, DisplayName: displayName}
 	if err := s.store.CreateUser(ctx, u, hash); err != nil {
 		return User{}, err
 	}
 	return u, nil
 }
 
+// newUser checks the fields of a new account and hashes its password.
+func (s *Service) newUser(ctx context.Context, username, password, displayName string) (User, string, error) {
+	username = strings.TrimSpace(username)
+	displayName = strings.TrimSpace(displayName)
+	if !validUsername(username) {
+		return User{}, "", Errorf(EBadRequest, "username must be 1-%d letters, digits, '_', '-' or '.'", maxUsernameLen)
+	}
+	if err := checkPasswordRules(password); err != nil {
+		return User{}, "", err
+	}
+	if displayName == "" {
+		displayName = username
+	}
+	if utf8.RuneCountInString(displayName) > maxDisplayNameLen || !utf8.ValidString(displayName) {
+		return User{}, "", Errorf(EBadRequest, "display_name must be at most %d characters", maxDisplayNameLen)
+	}
+	hash, err := s.hash(ctx, password)
+	if err != nil {
+		return User{}, "", err
+	}
+	return User{ID: NewID(), Username: username, DisplayName: displayName}, hash, nil
+}
+
 // Register creates an account and logs it in.
 func (s *Service) Register(ctx context.Context, username, password, displayName string) (User, string, error) {
-	if !s.cfg.RegistrationOpen {
+	return s.RegisterWithInvite(ctx, username, password, displayName, "")
+}
+
+// ErrBadInvite answers a registration with an invite that is unknown,
+// revoked, expired or used up. One error for all, so that a guesser learns
+// nothing; the server counts these as failed guesses.
+var ErrBadInvite = &Error{Code: EForbidden, Message: "this invite is invalid, expired or used up"}
+
+// RegisterWithInvite creates an account and logs it in. In invite mode
+// invite is required; in open mode a given invite is used (and must be
+// good); closed refuses everyone.
+func (s *Service) RegisterWithInvite(ctx context.Context, username, password, displayName, invite string) (User, string, error) {
+	switch s.cfg.Registration {
+	case RegisterClosed:
 		return User{}, "", Errorf(EForbidden, "registration is closed")
+	case RegisterInvite:
+		if invite == "" {
+			return User{}, "", Errorf(EForbidden, "registration needs an invite")
+		}
 	}
-	u, err := s.AddUser(ctx, username, password, displayName)
+	if len(invite) > 256 {
+		return User{}, "", ErrBadInvite
+	}
+	u, hash, err := s.newUser(ctx, username, password, displayName)
+	if err != nil {
+		return User{}, "", err
+	}
+	if invite == "" {
+		err = s.store.CreateUser(ctx, u, hash)
+	} else {
+		err = s.store.CreateInvitedUser(ctx, u, hash, inviteHash(invite), time.Now().UnixMilli())
+	}
 	if err != nil {
 		return User{}, "", err
 	}
@@ -116,6 +152,12 @@ func (s *Service) Login(ctx context.Context, username, password string) (User, s
 	}
 	if !ok {
 		return User{}, "", Errorf(EUnauthorized, "wrong username or password")
+	}
+	// Told only to whoever knows the password: a disabled account's owner.
+	if disabled, err := s.store.UserDisabled(ctx, u.ID); err != nil {
+		return User{}, "", err
+	} else if disabled {
+		return User{}, "", ErrDisabled
 	}
 	tok, err := s.issueToken(ctx, u.ID)
 	return u, tok, err

@@ -32,6 +32,9 @@ type Conversation struct {
 	Left        bool     `json:"left"`
 	Peer        *User    `json:"peer,omitempty"`
 	LastMessage *Message `json:"last_message,omitempty"`
+	// MutedUntil is when the caller's mute ends (ms; MuteForever until
+	// unmuted), 0 when not muted.
+	MutedUntil int64 `json:"muted_until"`
 }
 
 // Member is a current member of a conversation as GET .../members lists it.

@@ -17,7 +17,9 @@ const (
 	ETooLarge     = "too_large"
 	ERateLimited  = "rate_limited"
 	EUnavailable  = "unavailable"
-	EInternal     = "internal"
+	// EInsufficientStorage: the server's file storage is full.
+	EInsufficientStorage = "insufficient_storage"
+	EInternal            = "internal"
 )
 
 // Error is a failure a client can act on: a code from the list above and a

@@ -45,6 +45,9 @@ type Message struct {
 	EditedAt  int64      `json:"edited_at,omitempty"`
 	Deleted   bool       `json:"deleted,omitempty"`
 	Reactions []Reaction `json:"reactions,omitempty"`
+	// Attachments are the files a text message attaches, in the sender's
+	// order. On the way in (Append) only their ids are set.
+	Attachments []File `json:"attachments,omitempty"`
 
 	// Origin is the session that sent the message, so that it gets `sent`
 	// instead of `msg`. Empty for HTTP sends. Never stored.

@@ -20,6 +20,8 @@ type SendRequest struct {
 	Emoji   string
 	On      *bool
 	ReplyTo int64
+	// Attachments are ids of files the sender uploaded.
+	Attachments []string
 	// Origin is the sending session; empty for HTTP.
 	Origin string
 }
@@ -39,12 +41,29 @@ func failed(err error) Pending {
 // returns waits for the outcome. Messages submitted one after another by
 // one caller are stored in that order.
 func (s *Service) Submit(ctx context.Context, from string, req SendRequest) Pending {
-	m, r, err := s.checkSend(ctx, from, &req)
+	msg, known, err := s.prepareSend(ctx, from, req)
 	if err != nil {
 		return failed(err)
 	}
-	if m != nil {
-		return func() (Message, bool, error) { return *m, true, nil }
+	if known != nil {
+		return func() (Message, bool, error) { return *known, true, nil }
+	}
+	wait := s.store.Append(ctx, msg)
+	return func() (Message, bool, error) {
+		m, dup, err := wait()
+		if err != nil {
+			return Message{}, false, err
+		}
+		return s.stored(m), dup, nil
+	}
+}
+
+// prepareSend checks a send and returns the message to append, or the
+// message stored earlier when the send is a known retry.
+func (s *Service) prepareSend(ctx context.Context, from string, req SendRequest) (Message, *Message, error) {
+	m, r, err := s.checkSend(ctx, from, &req)
+	if err != nil || m != nil {
+		return Message{}, m, err
 	}
 	s.recordStorm(ctx, req.Conv)
 	msg := Message{
@@ -53,6 +72,7 @@ func (s *Service) Submit(ctx context.Context, from string, req SendRequest) Pend
 		ClientMsgID: req.ClientMsgID,
 		Kind:        req.Kind,
 		Body:        req.Body,
+		Attachments: attachmentIDs(req.Attachments),
 		Target:      req.Target,
 		Emoji:       req.Emoji,
 		On:          req.On,
@@ -62,16 +82,14 @@ func (s *Service) Submit(ctx context.Context, from string, req SendRequest) Pend
 	if req.Kind == KindText || req.Kind == KindEdit {
 		msg.Mentions = mentions(r, from, req.Body)
 	}
-	wait := s.store.Append(ctx, msg)
-	return func() (Message, bool, error) {
-		m, dup, err := wait()
-		if err != nil {
-			return Message{}, false, err
-		}
-		s.dedup.add(m)
-		m.Origin = ""
-		return m, dup, nil
-	}
+	return msg, nil, nil
+}
+
+// stored is a message as the store returned it, as its sender is answered.
+func (s *Service) stored(m Message) Message {
+	s.dedup.add(m)
+	m.Origin = ""
+	return m
 }
 
 // checkSend validates a send; it returns the stored message when the send is a
@@ -87,6 +105,9 @@ func (s *Service) checkSend(ctx context.Context, from string, req *SendRequest) 
 		req.Kind = KindText
 	}
 	if err := checkKind(req); err != nil {
+		return nil, nil, err
+	}
+	if err := checkAttachments(req.Attachments); err != nil {
 		return nil, nil, err
 	}
 	if len(req.Body) > s.cfg.MaxBodyBytes {
@@ -124,13 +145,16 @@ func checkKind(req *SendRequest) error {
 	if req.Kind != KindText && req.ReplyTo != 0 {
 		return Errorf(EBadRequest, "only a text message takes reply_to")
 	}
+	if req.Kind != KindText && len(req.Attachments) > 0 {
+		return Errorf(EBadRequest, "only a text message takes attachments")
+	}
 	if req.Kind != KindReaction && (req.Emoji != "" || req.On != nil) {
 		return Errorf(EBadRequest, "only a reaction takes emoji and on")
 	}
 	switch req.Kind {
 	case KindText:
-		if req.Body == "" {
-			return Errorf(EBadRequest, "body is required")
+		if req.Body == "" && len(req.Attachments) == 0 {
+			return Errorf(EBadRequest, "body is required (it may be empty only with attachments)")
 		}
 		if req.Target != 0 {
 			return Errorf(EBadRequest, "a text message takes no target")
@@ -169,7 +193,7 @@ func checkKind(req *SendRequest) error {
 // stalled fan-out slows the writer instead of growing memory.
 func (s *Service) Committed(msgs []Message) {
 	s.maxSeqs.advance(msgs)
-	s.commits <- msgs
+	s.commits <- commit{msgs: msgs}
 }
 
 // dispatch fans committed messages out to online members. One goroutine
@@ -188,8 +212,8 @@ func (s *Service) dispatch() {
 	}
 	for {
 		select {
-		case msgs := <-s.commits:
-			s.fanOut(ctx, msgs)
+		case c := <-s.commits:
+			s.handleCommit(ctx, c)
 		case c := <-changes:
 			s.switchStorm(ctx, c)
 		case <-flush:
@@ -197,8 +221,8 @@ func (s *Service) dispatch() {
 		case <-s.stop:
 			for {
 				select {
-				case msgs := <-s.commits:
-					s.fanOut(ctx, msgs)
+				case c := <-s.commits:
+					s.handleCommit(ctx, c)
 				default:
 					if s.storm != nil {
 						s.flushStorms()
@@ -221,6 +245,9 @@ func (s *Service) fanOut(ctx context.Context, msgs []Message) {
 			s.log.Warn("fan-out: roster", "conv", m.Conv, "err", err)
 			continue
 		}
+		if s.notify != nil {
+			s.notify.observe(msgs[i:i+1], r)
+		}
 		if s.bufferStorm(r, m) {
 			continue
 		}
@@ -230,4 +257,35 @@ func (s *Service) fanOut(ctx context.Context, msgs []Message) {
 	if len(ds) > 0 {
 		s.deliver.DeliverAll(ds)
 	}
+}
+
+// checkAttachments refuses what no store look-up is needed to refuse.
+func checkAttachments(ids []string) error {
+	if len(ids) > MaxAttachments {
+		return Errorf(EBadRequest, "at most %d attachments per message, not %d", MaxAttachments, len(ids))
+	}
+	for i, id := range ids {
+		if id == "" || len(id) > 64 || !utf8.ValidString(id) {
+			return Errorf(EBadRequest, "attachments[%d] is not a file id", i)
+		}
+		for _, prev := range ids[:i] {
+			if prev == id {
+				return Errorf(EBadRequest, "attachment %s is listed twice", id)
+			}
+		}
+	}
+	return nil
+}
+
+// attachmentIDs carries the attachment ids to the store, which replaces
+// them by the file objects.
+func attachmentIDs(ids []string) []File {
+	if len(ids) == 0 {
+		return nil
+	}
+	files := make([]File, len(ids))
+	for i, id := range ids {
+		files[i].ID = id
+	}
+	return files
 }

@@ -8,10 +8,13 @@ import (
 
 // Config holds the domain's limits and intervals.
 type Config struct {
-	MaxBodyBytes     int
-	SendRate         float64 // messages per second per user
-	SendBurst        int
+	MaxBodyBytes int
+	SendRate     float64 // messages per second per user
+	SendBurst    int
+	// RegistrationOpen is the v1 switch; Registration (open, invite or
+	// closed) overrides it when set.
 	RegistrationOpen bool
+	Registration     string
 	// AckFlushInterval is how long receive acks wait in memory before they
 	// are written in one batch.
 	AckFlushInterval time.Duration
@@ -45,6 +48,8 @@ type Config struct {
 	// TicketTTL is how long a WebSocket ticket may wait for its use
 	// (PROTOCOL.md: 30 s; tests shorten it).
 	TicketTTL time.Duration
+	// Push sends Web Push notifications; off without a Sender.
+	Push PushConfig
 }
 
 func (c *Config) setDefaults() {
@@ -79,6 +84,12 @@ func (c *Config) setDefaults() {
 		c.PasswordRefill = time.Minute
 	}
 	c.Storm.setDefaults()
+	if c.Registration == "" {
+		c.Registration = RegisterClosed
+		if c.RegistrationOpen {
+			c.Registration = RegisterOpen
+		}
+	}
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}
@@ -104,8 +115,9 @@ type Service struct {
 	storm      *stormMode // nil when storm mode is off
 	obs        Observer
 	typing     typingLimiter
+	notify     *notifier // nil when push is off
 
-	commits chan []Message
+	commits chan commit
 	stop    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -129,9 +141,10 @@ func NewService(store Store, deliver Deliverer, cfg Config, log *slog.Logger) *S
 		pwFailures: newSendLimits(1/cfg.PasswordRefill.Seconds(), cfg.PasswordFailures),
 		storm:      newStormMode(cfg.Storm),
 		obs:        cfg.Observer,
-		commits:    make(chan []Message, 1024),
+		commits:    make(chan commit, 1024),
 		stop:       make(chan struct{}),
 	}
+	s.notify = newNotifier(s, cfg.Push)
 	s.wg.Add(4)
 	go s.flushSessionUsesLoop()
 	go s.dispatch()
@@ -149,6 +162,9 @@ func NewService(store Store, deliver Deliverer, cfg Config, log *slog.Logger) *S
 func (s *Service) Close() {
 	close(s.stop)
 	s.wg.Wait()
+	if s.notify != nil {
+		s.notify.close()
+	}
 }
 
 // Peers are the other processes that share the store (through Redis).

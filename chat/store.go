@@ -9,6 +9,9 @@ type Store interface {
 	UserStore
 	ConversationStore
 	MessageStore
+	InviteStore
+	AdminStore
+	NotifyStore
 }
 
 // UserStore holds accounts and their tokens. Passwords and tokens reach it

@@ -34,7 +34,7 @@ func startServer(t *testing.T, config string) *server {
 	l.Close()
 
 	cfg := filepath.Join(dir, "config.yaml")
-	yaml := "limits: {send_rate: 10000, send_burst: 10000}\nsqlite: {synchronous: NORMAL}\n" + config
+	yaml := "limits: {send_rate: 10000, send_burst: 10000, register_per_hour: 0}\nsqlite: {synchronous: NORMAL}\n" + config
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -11,6 +12,7 @@ type credentials struct {
 	Username    string `json:"username"`
 	Password    string `json:"password"`
 	DisplayName string `json:"display_name"`
+	Invite      string `json:"invite"`
 }
 
 type authReply struct {
@@ -24,8 +26,28 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	u, tok, err := s.chat.Register(r.Context(), c.Username, c.Password, c.DisplayName)
+	addr := s.clientAddr(r)
+	reg, err := s.guard.registration(addr)
 	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// A wrong invite code counts as a failed guess of this address: codes
+	// are secrets like passwords.
+	var guess attempt
+	if c.Invite != "" {
+		if guess, err = s.guard.guess(addr); err != nil {
+			reg.refund()
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	u, tok, err := s.chat.RegisterWithInvite(r.Context(), c.Username, c.Password, c.DisplayName, c.Invite)
+	if !errors.Is(err, chat.ErrBadInvite) {
+		guess.refund()
+	}
+	if err != nil {
+		reg.refund()
 		s.writeError(w, r, err)
 		return
 	}
@@ -38,11 +60,22 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	u, tok, err := s.chat.Login(r.Context(), c.Username, c.Password)
+	try, err := s.guard.login(c.Username, s.clientAddr(r))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	u, tok, err := s.chat.Login(r.Context(), c.Username, c.Password)
+	if err != nil {
+		// Only a wrong password counts; a busy server or a disabled
+		// account's right password does not.
+		if chat.ErrorCode(err) != chat.EUnauthorized {
+			try.refund()
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	try.refund()
 	writeJSON(w, http.StatusOK, authReply{User: u, Token: tok})
 }
 

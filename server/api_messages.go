@@ -41,24 +41,25 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		ClientMsgID string  `json:"client_msg_id"`
-		Body        *string `json:"body"`
-		Kind        string  `json:"kind"`
-		Target      *int64  `json:"target"`
-		Emoji       string  `json:"emoji"`
-		On          *bool   `json:"on"`
-		ReplyTo     *int64  `json:"reply_to"`
+		ClientMsgID string   `json:"client_msg_id"`
+		Body        *string  `json:"body"`
+		Kind        string   `json:"kind"`
+		Target      *int64   `json:"target"`
+		Emoji       string   `json:"emoji"`
+		On          *bool    `json:"on"`
+		ReplyTo     *int64   `json:"reply_to"`
+		Attachments []string `json:"attachments"`
 	}
 	if err := s.decode(w, r, &body); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if body.Body == nil && !bodyOptional(body.Kind) {
+	if body.Body == nil && !bodyOptional(body.Kind) && len(body.Attachments) == 0 {
 		s.writeError(w, r, chat.Errorf(chat.EBadRequest, "body is required"))
 		return
 	}
 	m, dup, err := s.chat.Send(r.Context(), userOf(r).ID,
-		sendRequest(r.PathValue("id"), body.ClientMsgID, body.Body, body.Kind, body.Target, body.Emoji, body.On, body.ReplyTo))
+		sendRequest(r.PathValue("id"), body.ClientMsgID, body.Body, body.Kind, body.Target, body.Emoji, body.On, body.ReplyTo, body.Attachments))
 	if err != nil {
 		if chat.ErrorCode(err) == chat.ERateLimited {
 			s.metrics.RateLimited.Inc()

@@ -32,6 +32,8 @@ func statusOf(code string) int {
 		return http.StatusTooManyRequests
 	case chat.EUnavailable:
 		return http.StatusServiceUnavailable
+	case chat.EInsufficientStorage:
+		return http.StatusInsufficientStorage
 	default:
 		return http.StatusInternalServerError
 	}

@@ -71,6 +71,8 @@ func (f *clientFrame) set(key string, v []byte) bool {
 		}
 		f.Body = &s
 		return true
+	case "attachments":
+		return false // an array: encoding/json's
 	case "emoji":
 		return setString(&f.Emoji, v)
 	case "target":

@@ -23,19 +23,20 @@ const (
 // clientFrame is any frame a client sends. Pointers tell a missing field
 // from a zero one.
 type clientFrame struct {
-	Type        string  `json:"type"`
-	Req         string  `json:"req"`
-	Conv        string  `json:"conv"`
-	ClientMsgID string  `json:"client_msg_id"`
-	Body        *string `json:"body"`
-	Kind        string  `json:"kind"`
-	Target      *int64  `json:"target"`
-	Emoji       string  `json:"emoji"`
-	On          *bool   `json:"on"`
-	ReplyTo     *int64  `json:"reply_to"`
-	Seq         *int64  `json:"seq"`
-	AfterSeq    *int64  `json:"after_seq"`
-	Limit       *int    `json:"limit"`
+	Type        string   `json:"type"`
+	Req         string   `json:"req"`
+	Conv        string   `json:"conv"`
+	ClientMsgID string   `json:"client_msg_id"`
+	Body        *string  `json:"body"`
+	Kind        string   `json:"kind"`
+	Target      *int64   `json:"target"`
+	Emoji       string   `json:"emoji"`
+	On          *bool    `json:"on"`
+	ReplyTo     *int64   `json:"reply_to"`
+	Seq         *int64   `json:"seq"`
+	AfterSeq    *int64   `json:"after_seq"`
+	Limit       *int     `json:"limit"`
+	Attachments []string `json:"attachments"`
 }
 
 // decodeFrame parses and checks a client frame, one JSON object. On error
@@ -78,7 +79,7 @@ func (f *clientFrame) check() error {
 		if err := need(f.ClientMsgID != "", "client_msg_id"); err != nil {
 			return err
 		}
-		if !bodyOptional(f.Kind) {
+		if !bodyOptional(f.Kind) && len(f.Attachments) == 0 {
 			return need(f.Body != nil, "body")
 		}
 		return nil
@@ -122,8 +123,8 @@ func bodyOptional(kind string) bool {
 }
 
 // sendRequest turns a send frame or body into the domain's request.
-func sendRequest(conv, clientMsgID string, body *string, kind string, target *int64, emoji string, on *bool, replyTo *int64) chat.SendRequest {
-	r := chat.SendRequest{Conv: conv, ClientMsgID: clientMsgID, Kind: kind, Emoji: emoji, On: on}
+func sendRequest(conv, clientMsgID string, body *string, kind string, target *int64, emoji string, on *bool, replyTo *int64, attachments []string) chat.SendRequest {
+	r := chat.SendRequest{Conv: conv, ClientMsgID: clientMsgID, Kind: kind, Emoji: emoji, On: on, Attachments: attachments}
 	if body != nil {
 		r.Body = *body
 	}

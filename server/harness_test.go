@@ -37,6 +37,9 @@ type testConfig struct {
 	chat    chat.Config
 	server  server.Config
 	storage storage.Options
+	// push, when set, sends the server's Web Push notifications.
+	push  *server.PushSender
+	files server.FilesOptions
 }
 
 // testServer is one running server and what is needed to restart it on the
@@ -51,6 +54,7 @@ type testServer struct {
 	svc     *chat.Service
 	db      *storage.DB // for tests that make its writes fail
 	metrics *server.Metrics
+	files   *server.Files
 
 	http *http.Client
 	logs *syncBuffer
@@ -98,17 +102,38 @@ func (ts *testServer) start() {
 	hub := server.NewHub(log, metrics)
 	var svc *chat.Service
 	opts := ts.cfg.storage
-	opts.OnCommit = func(m []chat.Message) { svc.Committed(m) }
+	opts.OnBatch = func(m []chat.Message, answer func()) { svc.CommittedThen(m, answer) }
 	opts.Metrics = metrics
 	opts.Logger = log
 	db, err := storage.Open(ctx, ts.path, opts)
 	if err != nil {
 		t.Fatalf("storage.Open: %v", err)
 	}
-	svc = chat.NewService(db, hub, ts.cfg.chat, log)
-	srv := server.New(ts.cfg.server, svc, hub, metrics, nil, map[string]server.Pinger{"sqlite": db.Ping}, log)
+	ccfg, scfg := ts.cfg.chat, ts.cfg.server
+	if ts.cfg.push != nil {
+		ccfg.Push.Sender, scfg.Push = ts.cfg.push, ts.cfg.push
+	}
+	svc = chat.NewService(db, hub, ccfg, log)
+	if ts.cfg.push != nil {
+		if err := ts.cfg.push.Start(ctx, svc); err != nil {
+			t.Fatalf("push sender: %v", err)
+		}
+	}
+	fopts := ts.cfg.files
+	if fopts.Dir == "" {
+		fopts.Dir = ts.path + "-files"
+	}
+	files, err := server.OpenFiles(ctx, db, fopts, metrics, log)
+	if err != nil {
+		svc.Close()
+		db.Close()
+		t.Fatalf("files: %v", err)
+	}
+	scfg.Files = files
+	srv := server.New(scfg, svc, hub, metrics, nil, map[string]server.Pinger{"sqlite": db.Ping}, log)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		files.Close()
 		svc.Close()
 		db.Close()
 		t.Fatalf("listen: %v", err)
@@ -118,6 +143,7 @@ func (ts *testServer) start() {
 	ts.svc = svc
 	ts.db = db
 	ts.metrics = metrics
+	ts.files = files
 	ts.Host = l.Addr().String()
 	ts.URL = "http://" + ts.Host
 	var once sync.Once
@@ -134,6 +160,10 @@ func (ts *testServer) start() {
 				t.Errorf("serve: %v", err)
 			}
 			svc.Close()
+			if ts.cfg.push != nil {
+				ts.cfg.push.Close()
+			}
+			files.Close()
 			if err := db.Close(); err != nil {
 				t.Errorf("closing the database: %v", err)
 			}
@@ -188,6 +218,7 @@ type (
 		Body        string `json:"body"`
 		TS          int64  `json:"ts"`
 	}
+
 	conversationJSON struct {
 		ID           string       `json:"id"`
 		Kind         string       `json:"kind"`

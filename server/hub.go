@@ -3,6 +3,7 @@ package server
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coder/websocket"
 	"github.com/imserver/imserver/chat"
@@ -24,9 +25,15 @@ type Hub struct {
 
 	// peers hears of logouts, for the other processes; nil when alone.
 	peers interface{ TokenRevoked(id string) }
+
+	gather atomic.Pointer[gathering] // the running Gather (gather.go)
 }
 
-var _ chat.Deliverer = (*Hub)(nil)
+var (
+	_ chat.Deliverer = (*Hub)(nil)
+	_ chat.Gatherer  = (*Hub)(nil)
+	_ chat.Gatherer  = (*Bus)(nil)
+)
 
 // NewHub returns an empty hub.
 func NewHub(log *slog.Logger, m *Metrics) *Hub {

@@ -66,6 +66,12 @@ func appendMessage(b []byte, m *chat.Message) []byte {
 		}
 		b = append(b, ']')
 	}
+	if len(m.Attachments) > 0 {
+		// Rare next to plain text: encoding/json is good enough.
+		a, _ := json.Marshal(m.Attachments)
+		b = append(b, `,"attachments":`...)
+		b = append(b, a...)
+	}
 	return append(b, '}')
 }
 

@@ -18,7 +18,7 @@ func (s *Server) apiRoutes() []route {
 	// public routes need no token; authed ones answer 401 without one.
 	public := func(f http.HandlerFunc) http.Handler { return f }
 	authed := func(f http.HandlerFunc) http.Handler { return s.authed(f) }
-	return []route{
+	return append([]route{
 		{"POST", "/api/v1/auth/register", public(s.handleRegister)},
 		{"POST", "/api/v1/auth/login", public(s.handleLogin)},
 		{"POST", "/api/v1/auth/logout", authed(s.handleLogout)},
@@ -41,6 +41,11 @@ func (s *Server) apiRoutes() []route {
 		{"GET", "/api/v1/conversations/{id}/messages", authed(s.handleMessages)},
 		{"GET", "/api/v1/search", authed(s.handleSearch)},
 
+		{"POST", "/api/v1/files", authed(s.handleUpload)},
+		// Files take the token or a signed link (for <img>): fileOf checks.
+		{"GET", "/api/v1/files/{id}", public(s.handleFile)},
+		{"GET", "/api/v1/files/{id}/thumb", public(s.handleThumb)},
+
 		{"GET", "/api/v1/admin/storms", authed(s.handleStorms)},
 
 		{"GET", "/api/v1/sessions", authed(s.handleSessions)},
@@ -53,7 +58,7 @@ func (s *Server) apiRoutes() []route {
 		{"GET", "/api/v1/openapi.json", public(serveOpenAPI)},
 		{"GET", "/healthz", public(s.handleHealth)},
 		{"GET", "/metrics", s.metrics.Handler()},
-	}
+	}, s.reachRoutes(authed)...)
 }
 
 func (s *Server) routes() *http.ServeMux {
@@ -61,6 +66,7 @@ func (s *Server) routes() *http.ServeMux {
 	for _, r := range s.apiRoutes() {
 		m.Handle(r.method+" "+r.pattern, r.handler)
 	}
+	s.uiRoutes(m)
 	m.HandleFunc("/api/", s.handleUnknownAPI)
 	if s.cfg.Pprof {
 		m.HandleFunc("/debug/pprof/", pprof.Index)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -23,8 +24,14 @@ type Config struct {
 	// SessionQueue bounds the frames waiting for one session.
 	SessionQueue int
 	WriteTimeout time.Duration
+	// WriteDelay holds a session's writer this long after it is woken, so
+	// that frames queued meanwhile (the next commits' messages) share its
+	// write; 0 writes at once.
+	WriteDelay time.Duration
 	// Pprof serves net/http/pprof at /debug/pprof/.
 	Pprof bool
+	// Files serves uploads; nil turns the file routes off.
+	Files *Files
 	// ReadTimeout bounds how long an HTTP request's body may take to
 	// arrive, and APIWriteTimeout how long its answer may take to leave.
 	// Both are set per request, so the WebSocket keeps its own deadlines.
@@ -39,6 +46,24 @@ type Config struct {
 	// are reported by /healthz.
 	Version, Commit string
 	Schema          int
+
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client (see ClientAddr).
+	TrustedProxies []netip.Prefix
+	// LoginFailures is the bucket of failed logins per username and per
+	// client address, refilled one a minute; 0 turns the limit off.
+	LoginFailures int
+	// RegisterPerHour bounds registrations per client address; 0: none.
+	RegisterPerHour int
+	// PublicURL is the server's address as users reach it (invite links);
+	// empty takes the request's.
+	PublicURL string
+	// HSTS sends Strict-Transport-Security (the server is serving TLS).
+	HSTS bool
+	// Push sends Web Push notifications; nil when they are off.
+	Push *PushSender
+	// PushAllowPrivate accepts subscriptions on private addresses (tests).
+	PushAllowPrivate bool
 }
 
 func (c *Config) setDefaults() {
@@ -82,6 +107,8 @@ type Server struct {
 	health  map[string]Pinger
 
 	presence *presence
+	guard    *guard
+	started  time.Time
 
 	closing atomic.Bool // Shutdown began: no session may start
 	http    *http.Server
@@ -91,7 +118,8 @@ type Server struct {
 // New returns a server; ui (may be nil) is served at "/".
 func New(cfg Config, svc *chat.Service, hub *Hub, m *Metrics, ui http.Handler, health map[string]Pinger, log *slog.Logger) *Server {
 	cfg.setDefaults()
-	s := &Server{cfg: cfg, chat: svc, hub: hub, metrics: m, log: log, ui: ui, health: health}
+	s := &Server{cfg: cfg, chat: svc, hub: hub, metrics: m, log: log, ui: ui, health: health,
+		guard: newGuard(cfg.LoginFailures, cfg.RegisterPerHour), started: time.Now()}
 	s.presence = newPresence(s, cfg.PresenceGrace, log)
 	s.mux = s.routes()
 	s.http = &http.Server{
@@ -109,6 +137,9 @@ func New(cfg Config, svc *chat.Service, hub *Hub, m *Metrics, ui http.Handler, h
 // (a keep-alive connection carries the last request's deadlines), since a
 // socket lives long and its session sets its own.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.HSTS {
+		w.Header().Set("Strict-Transport-Security", "max-age=63072000")
+	}
 	rc := http.NewResponseController(w)
 	if r.URL.Path == wsPath {
 		rc.SetReadDeadline(time.Time{})
@@ -118,7 +149,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rc.SetReadDeadline(now.Add(s.cfg.ReadTimeout))
 		rc.SetWriteDeadline(now.Add(s.cfg.APIWriteTimeout))
 	}
-	ctx := chat.WithClient(r.Context(), chat.Client{UserAgent: r.UserAgent(), Address: clientAddress(r)})
+	ctx := chat.WithClient(r.Context(), chat.Client{UserAgent: r.UserAgent(), Address: s.clientAddress(r)})
 	s.mux.ServeHTTP(w, r.WithContext(ctx))
 }
 

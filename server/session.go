@@ -24,6 +24,9 @@ type outItem struct {
 	// pong, error): its place among pushed frames does not matter, so it
 	// does not stop messages around it from being coalesced.
 	reply bool
+	// slot is the answer to a send, which holds a slot of the inflight
+	// bound until the writer takes it (send_answer.go).
+	slot bool
 }
 
 // maxBatch and maxBatchBytes bound what is coalesced into one batch frame,
@@ -60,17 +63,11 @@ type session struct {
 
 	inflight chan struct{} // bounds pipelined sends and queued requests
 	sendMu   sync.Mutex
-	sends    []pendingSend
-	waiting  bool
+	sends    []*pendingSend // unanswered sends, in arrival order (send_answer.go)
 
 	taskMu  sync.Mutex
 	tasks   []func() // requests for the worker, in order
 	working bool     // a work goroutine is running
-}
-
-type pendingSend struct {
-	req  string
-	wait chat.Pending
 }
 
 func newSession(srv *Server, conn *websocket.Conn, w *cork.Conn, user chat.User, tokenHash string) *session {
@@ -172,10 +169,10 @@ func (s *session) handle(f *clientFrame) {
 		if !s.acquire() {
 			return
 		}
-		req := sendRequest(f.Conv, f.ClientMsgID, f.Body, f.Kind, f.Target, f.Emoji, f.On, f.ReplyTo)
+		req := sendRequest(f.Conv, f.ClientMsgID, f.Body, f.Kind, f.Target, f.Emoji, f.On, f.ReplyTo, f.Attachments)
 		req.Origin = s.id
-		wait := s.srv.chat.Submit(ctx, s.user.ID, req)
-		s.pipeline(pendingSend{req: f.Req, wait: wait})
+		p := s.pending(f.Req)
+		s.srv.chat.SubmitNotify(ctx, s.user.ID, req, func(m chat.Message, dup bool, err error) { s.answered(p, &m, dup, err) })
 	case frameAck:
 		req, conv, seq := f.Req, f.Conv, *f.Seq
 		s.later(func() {
@@ -267,45 +264,6 @@ func (s *session) acquire() bool {
 	}
 }
 
-// pipeline queues a send's outcome; one goroutine, started on demand, waits
-// for the outcomes in order, so that replies follow the order of the sends
-// while the read loop goes on reading.
-func (s *session) pipeline(p pendingSend) {
-	s.sendMu.Lock()
-	s.sends = append(s.sends, p)
-	start := !s.waiting
-	s.waiting = true
-	s.sendMu.Unlock()
-	if start {
-		go s.waitSends()
-	}
-}
-
-func (s *session) waitSends() {
-	for {
-		s.sendMu.Lock()
-		if len(s.sends) == 0 {
-			s.waiting = false
-			s.sends = nil
-			s.sendMu.Unlock()
-			return
-		}
-		p := s.sends[0]
-		s.sends = s.sends[1:]
-		s.sendMu.Unlock()
-		m, dup, err := p.wait()
-		<-s.inflight
-		if err != nil {
-			if chat.ErrorCode(err) == chat.ERateLimited {
-				s.srv.metrics.RateLimited.Inc()
-			}
-			s.reply(errorFrameOf(p.req, err))
-			continue
-		}
-		s.replyFrame(sentReply(p.req, &m, dup))
-	}
-}
-
 // reply queues an answer to this session's own request. Unlike pushed
 // events it waits for room: only this client, which is not reading, is
 // slowed down.
@@ -356,6 +314,9 @@ func (s *session) kick() {
 
 func (s *session) startWriterLocked() {
 	if !s.writing && !s.closed {
+		if s.srv.hub.hold(s) {
+			return // started when the hub's Gather ends
+		}
 		s.writing = true
 		go s.writeLoop()
 	}
@@ -399,6 +360,9 @@ func (s *session) enqueue(it *outItem, held heldWriters) {
 }
 
 func (s *session) writeLoop() {
+	if d := s.srv.cfg.WriteDelay; d > 0 {
+		time.Sleep(d)
+	}
 	var items []*outItem
 	for {
 		items = s.drain(items)
@@ -423,13 +387,14 @@ func (s *session) writeLoop() {
 func (s *session) drain(prev []*outItem) []*outItem {
 	clear(prev)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	items := s.queue
 	s.queue = prev[:0]
 	if s.room != nil {
 		close(s.room)
 		s.room = nil
 	}
+	s.mu.Unlock()
+	s.releaseSlots(items)
 	return items
 }
 

@@ -233,3 +233,64 @@ func (ts *testServer) slowCuts(t *testing.T) float64 {
 	t.Fatal("no imserver_slow_reader_cuts_total in /metrics")
 	return 0
 }
+
+// TestWriteDelay: with websocket.write_delay set, a session's writer waits
+// that long once woken, so the messages of consecutive commits leave
+// together; nothing is lost or reordered, and nothing leaves before the
+// delay (a lower bound, which a slow machine cannot break).
+func TestWriteDelay(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	ts := newServer(t, func(c *testConfig) {
+		c.server.WriteDelay = delay
+		c.chat.SendRate, c.chat.SendBurst = 1e6, 1e6
+	})
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	g := alice.group(t, "delayed", bob)
+	sender := alice.dial(t, "alice")
+	recv := bob.dial(t, "bob")
+	start := time.Now()
+	sender.pipeline(t, g.ID, 20, "hello")
+	got := recv.waitLive(t, g.ID, 20)
+	if since := time.Since(start); since < delay {
+		t.Errorf("messages arrived %s after the sends, before the write delay of %s", since, delay)
+	}
+	if want := seqRange(1, 20); !equalSeqs(seqsOf(got), want) {
+		t.Errorf("live messages %v, want 1..20 in order", seqsOf(got))
+	}
+}
+
+// TestSendAnswersInSendOrder: answers follow the order of the sends even
+// when a later send is refused at once (an empty body) while earlier ones
+// are still being stored, and a retry of a stored one (answered from the
+// dedup cache) waits behind them too.
+func TestSendAnswersInSendOrder(t *testing.T) {
+	ts := newServer(t, func(c *testConfig) { c.chat.SendRate, c.chat.SendBurst = 1e6, 1e6 })
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	g := alice.group(t, "order", bob)
+	c := alice.dial(t, "alice")
+	first := c.sendWS(t, g.ID, "first", "hello")
+	var reqs []string
+	for i := range 30 {
+		req := c.newReq()
+		reqs = append(reqs, req)
+		f := map[string]any{"type": "send", "req": req, "conv": g.ID, "client_msg_id": req, "body": "b"}
+		switch i % 3 {
+		case 1:
+			f["body"] = "" // refused at once
+		case 2:
+			f["client_msg_id"] = "first" // a retry, answered without the writer
+		}
+		c.write(t, f)
+	}
+	for _, req := range reqs {
+		c.next(t, "answer "+req, withReq(req))
+	}
+	var got []string
+	for _, f := range c.received(func(f frame) bool { return f.Req != "" }) {
+		got = append(got, f.Req)
+	}
+	want := append([]string{first.Req}, reqs...)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("answers in order %v, want %v", got, want)
+	}
+}

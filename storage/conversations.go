@@ -277,7 +277,8 @@ const entrySelect = `SELECT c.id, c.kind, c.name, c.members_count, m.role, m.min
 	(SELECT COUNT(*) FROM uncounted un WHERE un.conv_id = c.id
 		AND un.seq > MAX(m.read_seq, m.min_seq - 1) AND un.seq <= COALESCE(m.max_seq, c.max_seq)),
 	(SELECT COUNT(*) FROM mentions mn WHERE mn.user_id = m.user_id AND mn.conv_id = c.id
-		AND mn.seq > MAX(m.read_seq, m.min_seq - 1) AND mn.seq <= COALESCE(m.max_seq, c.max_seq))
+		AND mn.seq > MAX(m.read_seq, m.min_seq - 1) AND mn.seq <= COALESCE(m.max_seq, c.max_seq)),
+	m.muted_until
 FROM members m
 JOIN conversations c ON c.id = m.conv_id
 LEFT JOIN members pm ON c.kind = 'direct' AND pm.conv_id = c.id AND pm.user_id <> m.user_id
@@ -297,9 +298,13 @@ func scanEntry(s scanner) (chat.Conversation, error) {
 	var lfrom, lcmid, lkind, lbody, lmentions sql.NullString
 	var uncounted int64
 	err := s.Scan(&c.ID, &c.Kind, &c.Name, &c.MembersCount, &c.Role, &c.MinSeq, &maxSeq, &c.MaxSeq, &c.LastAckSeq, &c.ReadSeq, &c.Version,
-		&pid, &pname, &pdisplay, &lseq, &lfrom, &lcmid, &lkind, &lbody, &lts, &lreply, &lmentions, &ledited, &uncounted, &c.Mentions)
+		&pid, &pname, &pdisplay, &lseq, &lfrom, &lcmid, &lkind, &lbody, &lts, &lreply, &lmentions, &ledited, &uncounted, &c.Mentions,
+		&c.MutedUntil)
 	if err != nil {
 		return c, err
+	}
+	if c.MutedUntil <= nowMS() {
+		c.MutedUntil = 0 // a mute that ended is no mute
 	}
 	c.Left = maxSeq.Valid
 	if pid.Valid {

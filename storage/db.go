@@ -36,6 +36,11 @@ type Options struct {
 	// OnCommit receives every batch of newly stored messages right after
 	// its commit, in seq order. It may block briefly (backpressure).
 	OnCommit func([]chat.Message)
+	// OnBatch, when set, replaces OnCommit: it receives every batch's
+	// newly stored messages (nil when it failed) and a function that
+	// answers the batch's AppendNotify jobs, to be called once, after
+	// the messages are handed on (notify.go).
+	OnBatch func(msgs []chat.Message, answer func())
 	// Metrics observes the writer; nil for none. When it also implements
 	// WriteErrorMetrics, it counts the transactions that failed for a
 	// storage reason.
@@ -48,6 +53,11 @@ type Options struct {
 	Redis       redis.UniversalClient
 	RedisPrefix string
 	RedisAlloc  seq.RedisAllocOptions
+	// PipelinedSync moves the fsync of synchronous FULL out of COMMIT, off
+	// the writer's goroutine, to the syncer (syncer.go).
+	PipelinedSync bool
+
+	walPath string // set by Open
 }
 
 // WriterMetrics observes the group commit.
@@ -70,6 +80,7 @@ type DB struct {
 	w       *writer
 	ckptDB  *sql.DB
 	ckpt    *checkpointer
+	links   *linker
 }
 
 var _ chat.Store = (*DB)(nil)
@@ -96,6 +107,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if opts.OnCommit == nil {
 		opts.OnCommit = func([]chat.Message) {}
 	}
+	opts.walPath = path + "-wal"
 	// busy_timeout comes first so that the pragmas after it wait for
 	// another process instead of failing.
 	pragmas := []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + opts.Synchronous + ")", "foreign_keys(0)"}
@@ -153,6 +165,8 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		db.ckpt.close()
 		return nil, errors.Join(err, r.Close(), c.Close(), w.Close())
 	}
+	db.links = &linker{}
+	db.w.links = db.links
 	return db, nil
 }
 

@@ -34,7 +34,7 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	m := j.msg
 	m.Seq = c.r.next
 	m.TS = nowMS()
-	if hasExtras(&m) {
+	if hasExtras(&m) || len(m.Attachments) > 0 {
 		return w.appendExtras(t, j, m)
 	}
 	// The unique index decides duplicates: one statement for the common
@@ -94,7 +94,8 @@ func (w *writer) appended(t *wtx, j *job, m chat.Message) {
 	j.r = result{msg: m}
 }
 
-// appendExtras stores a mutation, a reply or a message with mentions. A
+// appendExtras stores a mutation, a reply, a message with mentions or
+// with attachments. A
 // retry is looked up first: it gets the first result even where the send
 // would now be refused (the target deleted since).
 func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
@@ -102,6 +103,10 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 		return err
 	}
 	tg, err := w.checkExtras(t, j, &m)
+	var files []chat.File
+	if err == nil && len(m.Attachments) > 0 {
+		files, err = w.attachable(t, &m)
+	}
 	if err != nil {
 		var e *chat.Error
 		if errors.As(err, &e) {
@@ -120,6 +125,11 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 	}
 	if !ok {
 		return w.duplicate(t, j, m)
+	}
+	if files != nil {
+		if err := w.linkFiles(t, &m, files); err != nil {
+			return err
+		}
 	}
 	if err := w.applyExtras(t, j, &m, tg); err != nil {
 		return err
@@ -154,6 +164,9 @@ func (w *writer) findDuplicate(t *wtx, j *job, m chat.Message) (bool, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	} else if err != nil {
+		return false, err
+	}
+	if err := w.storedFiles(t, &prev); err != nil {
 		return false, err
 	}
 	j.r = result{msg: prev, dup: true}
@@ -299,6 +312,9 @@ func (db *DB) Messages(ctx context.Context, conv, user string, q chat.PageQuery)
 		}
 	}
 	if err := foldReactions(ctx, tx, conv, page.Messages); err != nil {
+		return chat.Page{}, err
+	}
+	if err := db.pageFiles(ctx, tx, conv, page.Messages); err != nil {
 		return chat.Page{}, err
 	}
 	return page, nil

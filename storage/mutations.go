@@ -292,11 +292,6 @@ func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
 	return w.forget(t, tg.doc, tg.body)
 }
 
-// eraseAttachments is where a delete lets go of the target's files: the
-// files' rows, and the bytes on disk once no message holds them. Messages
-// carry no attachments yet.
-func eraseAttachments(*wtx, string, int64) error { return nil }
-
 func uncount(t *wtx, conv string, seq int64) error {
 	st, err := t.stmt(`INSERT OR IGNORE INTO uncounted (conv_id, seq) VALUES (?, ?)`)
 	if err != nil {

@@ -24,7 +24,7 @@ func TestServesIndex(t *testing.T) {
 		t.Fatalf("GET / = %d", res.StatusCode)
 	}
 	body, _ := io.ReadAll(res.Body)
-	if !strings.Contains(string(body), `<script type="module" src="app.js">`) {
+	if !strings.Contains(string(body), `<script type="module" src="/app.js">`) {
 		t.Errorf("index.html does not load app.js:\n%s", body)
 	}
 	csp := res.Header.Get("Content-Security-Policy")

@@ -54,11 +54,42 @@ export function createApi({ getToken, onUnauthorized }) {
     return data;
   }
 
+  // upload sends a file's bytes with XMLHttpRequest, which (unlike fetch)
+  // reports upload progress. It returns { done: Promise<file>, abort }.
+  function upload(file, name, onProgress) {
+    const xhr = new XMLHttpRequest();
+    const done = new Promise((resolve, reject) => {
+      xhr.open('POST', `/api/v1/files?name=${encodeURIComponent(name)}`);
+      const token = getToken();
+      if (token) xhr.setRequestHeader('Authorization', `Bearer ${token}`);
+      if (file.type) xhr.setRequestHeader('Content-Type', file.type);
+      xhr.upload.onprogress = (e) => onProgress?.(e.loaded, e.lengthComputable ? e.total : file.size);
+      xhr.onload = () => {
+        let data = null;
+        try {
+          data = JSON.parse(xhr.responseText);
+        } catch {
+          data = null;
+        }
+        if (xhr.status === 201 && data?.file) return resolve(data.file);
+        const err = data?.error ?? {};
+        if (xhr.status === 401 && token) onUnauthorized?.();
+        reject(new ApiError(xhr.status, err.code || `http_${xhr.status}`, err.message || xhr.statusText));
+      };
+      xhr.onerror = () => reject(new ApiError(0, 'network', 'The server cannot be reached.'));
+      xhr.onabort = () => reject(new ApiError(0, 'aborted', 'Upload cancelled.'));
+      xhr.send(file);
+    });
+    return { done, abort: () => xhr.abort() };
+  }
+
   const enc = encodeURIComponent;
   const get = (path) => request('GET', path);
   const post = (path, body) => request('POST', path, body ?? {});
 
   return {
+    // call is any request of the protocol (newer endpoints use it).
+    call: (method, path, body) => request(method, path, body),
     register: (username, password, displayName) =>
       post('/auth/register', displayName ? { username, password, display_name: displayName } : { username, password }),
     login: (username, password) => post('/auth/login', { username, password }),
@@ -84,6 +115,7 @@ export function createApi({ getToken, onUnauthorized }) {
       post(`/conversations/${enc(id)}/messages`, { ...extra, client_msg_id: clientMsgId, body }),
     search: (q, { conv, beforeSeq, limit = 20 } = {}) =>
       get(`/search?q=${enc(q)}&limit=${limit}${conv ? `&conv=${enc(conv)}` : ''}${beforeSeq ? `&before_seq=${beforeSeq}` : ''}`),
+    uploadFile: (file, name, onProgress) => upload(file, name, onProgress),
     messagesAfter: (id, afterSeq, limit) => get(`/conversations/${enc(id)}/messages?after_seq=${afterSeq}&limit=${limit}`),
     messagesBefore: (id, beforeSeq, limit) =>
       get(`/conversations/${enc(id)}/messages?before_seq=${beforeSeq}&limit=${limit}`),

@@ -12,6 +12,9 @@ import { authView } from './auth.js';
 import { detailsDialog, newDirectDialog, newGroupDialog } from './dialogs.js';
 import { h } from './dom.js';
 import { settingsDialog } from './settings.js';
+import { setupNotifications } from './notify.js';
+import { inviteCode, invitesDialog, joinView } from './invites.js';
+import { adminDialog, isAdmin } from './admin.js';
 
 const TOKEN_KEY = 'imserver.token';
 const USER_KEY = 'imserver.user';
@@ -39,8 +42,22 @@ function showLogin(notice) {
   );
 }
 
+function saveSession(user, token) {
+  localStorage.setItem(TOKEN_KEY, token);
+  localStorage.setItem(USER_KEY, JSON.stringify(user));
+  startSession(user, token);
+}
+
 async function boot() {
   const token = localStorage.getItem(TOKEN_KEY);
+  const code = inviteCode();
+  if (code && !token) {
+    document.title = 'Join · imserver';
+    app.replaceChildren(joinView({ api, code, onSession: saveSession }));
+    return;
+  }
+  // Logged in already: the invite is for someone else.
+  if (code) history.replaceState(null, '', '/');
   if (!token) {
     showLogin();
     return;
@@ -102,6 +119,9 @@ function startSession(user, token) {
   const retryBtn = h('button', { type: 'button', class: 'link', id: 'conn-retry', hidden: true, onClick: () => client.socket.retryNow() }, 'Retry now');
   const conn = h('div', { class: 'conn', id: 'conn-state', role: 'status', dataset: { state: 'connecting' } }, h('span', { class: 'dot', 'aria-hidden': 'true' }), connText, retryBtn);
   const toast = h('div', { class: 'toast', id: 'toast', role: 'status', 'aria-live': 'polite', hidden: true });
+  const notifyBtn = setupNotifications({ api, client, me: user, onOpen: open });
+  const adminBtn = h('button', { type: 'button', class: 'btn', id: 'admin-btn', hidden: true, onClick: () => adminDialog(api, user) }, 'Admin');
+  isAdmin(api).then((yes) => (adminBtn.hidden = !yes));
   const shell = h(
     'div',
     { class: 'shell', id: 'shell' },
@@ -111,6 +131,9 @@ function startSession(user, token) {
       h('span', { class: 'brand' }, 'imserver'),
       conn,
       h('span', { class: 'spacer' }),
+      notifyBtn,
+      h('button', { type: 'button', class: 'btn', id: 'invite-btn', onClick: () => invitesDialog(api) }, 'Invite'),
+      adminBtn,
       h('span', { class: 'me', id: 'me-name', title: `@${user.username}` }, user.display_name || user.username),
       h('button', { type: 'button', class: 'btn', id: 'settings-btn', onClick: () => settingsDialog(api) }, 'Settings'),
       h('button', { type: 'button', class: 'btn', id: 'logout-btn', onClick: logout }, 'Log out'),

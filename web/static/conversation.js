@@ -3,6 +3,7 @@
 // only for messages a person can see.
 
 import { h, linkify } from './dom.js';
+import { attachmentsEl, PendingFiles } from './files.js';
 import { Coalescer } from './util.js';
 import { dayKey, dayLabel, formatFull, formatTime, hue, initials, plural, preview } from './format.js';
 import { isText } from './mutations.js';
@@ -11,6 +12,7 @@ import { openPicker, reactionsEl } from './reactions.js';
 import { actionsEl, quoteEl } from './messageparts.js';
 import { typingText } from './presence.js';
 import { confirmDialog } from './dialogs.js';
+import { muteControl } from './notify.js';
 
 const GROUP_GAP_MS = 5 * 60 * 1000;
 const NEAR_BOTTOM_PX = 48;
@@ -193,6 +195,7 @@ export class ConversationView {
   }
 
   buildSkeleton() {
+    this.files?.clear();
     this.titleEl = h('h2', { class: 'chat-title', id: 'chat-title' });
     this.subtitleEl = h('p', { class: 'chat-subtitle', id: 'chat-subtitle' });
     this.stormEl = h('div', { class: 'storm-banner', id: 'storm-banner', role: 'status', hidden: true });
@@ -233,9 +236,13 @@ export class ConversationView {
     this.contextEl = h('div', { class: 'composer-context', id: 'composer-context', hidden: true });
     this.typingEl = h('div', { class: 'typing-line', id: 'typing', 'aria-live': 'polite' });
     this.input.value = this.drafts.get(this.convId) ?? '';
+    this.files = new PendingFiles({ api: this.client.api, onError: (text) => this.client.emit('notice', text) });
     this.composerEl = h(
       'form',
       { class: 'composer', id: 'composer', onSubmit: (e) => this.onSubmit(e) },
+      this.files.listEl,
+      this.files.picker,
+      this.files.button,
       this.input,
       h('button', { type: 'submit', class: 'btn primary', id: 'send-btn' }, 'Send'),
       h('p', { class: 'sr-only', id: 'composer-hint' }, 'Enter sends, Shift+Enter starts a new line.'),
@@ -247,6 +254,7 @@ export class ConversationView {
         { class: 'chat-header' },
         h('button', { type: 'button', class: 'btn icon back', id: 'back-btn', 'aria-label': 'Back to conversations', onClick: () => this.onBack() }, '←'),
         h('div', { class: 'chat-heading' }, this.titleEl, this.subtitleEl),
+        muteControl(this.client.api, this.client, () => this.convId),
         h('button', { type: 'button', class: 'btn', id: 'details-btn', onClick: () => this.onDetails(this.convId) }, 'Details'),
       ),
       this.stormEl,
@@ -257,6 +265,7 @@ export class ConversationView {
       this.contextEl,
       this.composerEl,
     );
+    this.files.wire(this.input, this.root);
     this.renderTyping();
     this.autosize();
   }
@@ -452,6 +461,7 @@ export class ConversationView {
     if (m.reply_to && !m.deleted) children.push(quoteEl(this.client, this.users, this.convId, m.reply_to, (seq) => this.jumpTo(seq)));
     if (m.deleted) children.push(h('p', { class: 'msg-body deleted' }, 'This message was deleted'));
     else children.push(h('p', { class: 'msg-body' }, renderBody(m.body ?? '', this.bodyContext())));
+    if (!m.deleted) children.push(attachmentsEl(m.attachments));
     const meta = h('span', { class: 'msg-meta' }, h('time', { datetime: new Date(m.ts).toISOString(), title: formatFull(m.ts) }, formatTime(m.ts)));
     if (m.edited_at && !m.deleted) meta.prepend(h('span', { class: 'msg-edited', title: `Edited ${formatFull(m.edited_at)}` }, '(edited)'));
     let status = null;
@@ -647,6 +657,7 @@ export class ConversationView {
         { class: 'bubble' },
         item.extra?.reply_to ? quoteEl(this.client, this.users, this.convId, item.extra.reply_to, (seq) => this.jumpTo(seq)) : null,
         h('p', { class: 'msg-body' }, linkify(item.body)),
+        attachmentsEl(item.files),
         meta,
       ),
     );
@@ -815,9 +826,18 @@ export class ConversationView {
       this.cancelEdit();
       return;
     }
-    if (!body.trim() || !this.convId) return;
-    this.client.outbox.send(this.convId, body, this.replyTo ? { reply_to: this.replyTo } : undefined);
+    if (this.files.uploading) {
+      this.client.emit('notice', 'Wait for the uploads to finish.');
+      return;
+    }
+    const files = this.files.ready();
+    if ((!body.trim() && !files.length) || !this.convId) return;
+    const extra = {};
+    if (this.replyTo) extra.reply_to = this.replyTo;
+    if (files.length) extra.attachments = files.map((f) => f.id);
+    this.client.outbox.send(this.convId, body.trim() ? body : '', extra, files);
     if (this.replyTo) this.cancelReply();
+    this.files.clear();
     this.input.value = '';
     this.drafts.delete(this.convId);
     this.autosize();

@@ -3,6 +3,8 @@
 import { h } from './dom.js';
 import { Coalescer } from './util.js';
 import { hue, initials, listTime, preview } from './format.js';
+import { isMuted } from './notify.js';
+import { fileSummary } from './files.js';
 
 export class ConvList {
   constructor(client, users, { onNewDirect, onNewGroup }) {
@@ -147,13 +149,14 @@ export class ConvList {
             'span',
             { class: 'conv-top' },
             h('span', { class: 'conv-name' }, title),
+            isMuted(conv) ? h('span', { class: 'conv-muted', title: 'Muted', 'aria-label': 'Muted' }, '🔕') : null,
             storming ? h('span', { class: 'storm-badge', title: 'Storm mode' }, 'storm') : null,
             h('time', { class: 'conv-time' }, last ? listTime(last.ts) : ''),
           ),
           h(
             'span',
             { class: 'conv-bottom' },
-            h('span', { class: 'conv-preview' }, conv.left ? 'You left this conversation' : last ? who + (last.deleted ? 'This message was deleted' : preview(last.body)) : ''),
+            h('span', { class: 'conv-preview' }, conv.left ? 'You left this conversation' : last ? who + (last.deleted ? 'This message was deleted' : preview(last.body || fileSummary(last))) : ''),
             mentions ? h('span', { class: 'badge conv-mentions', title: 'Mentions of you', dataset: { mentions: String(mentions) } }, `@${mentions > 99 ? '99+' : mentions}`) : null,
             unread
               ? h('span', { class: 'badge conv-unread', dataset: { unread: String(unread) } }, unread > 999 ? '999+' : String(unread))

@@ -16,7 +16,7 @@ export class Outbox {
     this.byConv = new Map();
     this.storageKey = storageKey;
     for (const [cmid, saved] of Object.entries(this.loadSaved())) {
-      const item = { ...saved, cmid, status: 'failed', error: 'not sent yet.', network: true, rateRetries: 0 };
+      const item = { ...saved, cmid, files: saved.files ?? [], status: 'failed', error: 'not sent yet.', network: true, rateRetries: 0 };
       this.byConv.set(item.conv, [...this.list(item.conv), item]);
     }
   }
@@ -35,7 +35,7 @@ export class Outbox {
   save(item, keep) {
     if (!this.storageKey) return;
     const saved = this.loadSaved();
-    if (keep) saved[item.cmid] = { conv: item.conv, body: item.body, ts: item.ts, extra: item.extra };
+    if (keep) saved[item.cmid] = { conv: item.conv, body: item.body, ts: item.ts, extra: item.extra, files: item.files };
     else delete saved[item.cmid];
     try {
       if (Object.keys(saved).length) localStorage.setItem(this.storageKey, JSON.stringify(saved));
@@ -49,13 +49,15 @@ export class Outbox {
     return this.byConv.get(convId) ?? [];
   }
 
-  // extra carries the v1.1 fields of a text message (reply_to).
-  send(convId, body, extra) {
+  // extra carries the v1.1 fields of a text message (reply_to,
+  // attachments: ids); files are the attached file objects, to show it.
+  send(convId, body, extra, files = []) {
     const item = {
       conv: convId,
       cmid: newClientMsgId(),
       body,
       extra: extra && Object.keys(extra).length ? extra : undefined,
+      files,
       ts: Date.now(),
       status: 'sending',
       error: '',
