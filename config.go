@@ -81,6 +81,10 @@ type Config struct {
 		// (the next batch runs meanwhile) instead of inside COMMIT.
 		PipelinedSync bool `yaml:"pipelined_sync"`
 	} `yaml:"sqlite"`
+	// Retention.Days > 0 deletes messages older than that many days.
+	Retention struct {
+		Days int `yaml:"days"`
+	} `yaml:"retention"`
 	WebSocket struct {
 		AllowedOrigins []string      `yaml:"allowed_origins"`
 		SessionQueue   int           `yaml:"session_queue"`
@@ -362,6 +366,9 @@ func (c *Config) validate() error {
 		if l.limit < int64(c.Limits.MaxBodyBytes)+frameOverhead {
 			return fmt.Errorf("%s (%d) leaves no room for a message of limits.max_body_bytes (%d): it must be at least max_body_bytes + %d; raise it or leave it unset to follow max_body_bytes", l.key, l.limit, c.Limits.MaxBodyBytes, frameOverhead)
 		}
+	}
+	if c.Retention.Days < 0 {
+		return fmt.Errorf("retention.days must be >= 0 (0 keeps messages forever), not %d", c.Retention.Days)
 	}
 	if c.Events.Capacity < 1 {
 		return fmt.Errorf("events.capacity must be >= 1, not %d", c.Events.Capacity)

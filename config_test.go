@@ -208,3 +208,22 @@ func TestExampleConfigLoads(t *testing.T) {
 		t.Fatalf("config.example.yaml differs from the defaults:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestRetentionDays: retention.days is read from the file and the
+// environment; negative is refused; 0 (the default) keeps everything.
+func TestRetentionDays(t *testing.T) {
+	c, err := loadConfigFrom(configFile(t, "retention:\n  days: 30\n"), nil, nil)
+	if err != nil || c.Retention.Days != 30 {
+		t.Fatalf("days %d, %v", c.Retention.Days, err)
+	}
+	c, err = loadConfigFrom(configFile(t, ""), []string{"IMSERVER_RETENTION_DAYS=7"}, nil)
+	if err != nil || c.Retention.Days != 7 {
+		t.Fatalf("from the environment: days %d, %v", c.Retention.Days, err)
+	}
+	if _, err := loadConfigFrom(configFile(t, "retention:\n  days: -1\n"), nil, nil); err == nil || !strings.Contains(err.Error(), "retention.days must be >= 0") {
+		t.Fatalf("negative days: %v", err)
+	}
+	if defaultConfig().Retention.Days != 0 {
+		t.Fatal("retention is on by default")
+	}
+}

@@ -36,7 +36,7 @@ func rootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(serveCommand(), userCommand(), inviteCommand(), versionCommand(), healthcheckCommand(), backupCommand(), restoreCommand(), bench.Command())
+	root.AddCommand(serveCommand(), userCommand(), inviteCommand(), versionCommand(), healthcheckCommand(), backupCommand(), restoreCommand(), populateCommand(), vacuumCommand(), bench.Command())
 	return root
 }
 
@@ -120,6 +120,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		BatchDelay:    cfg.SQLite.BatchDelay,
 		Readers:       cfg.SQLite.Readers,
 		PipelinedSync: cfg.SQLite.PipelinedSync,
+		Retention:     time.Duration(cfg.Retention.Days) * 24 * time.Hour,
 		// Fan-out and the answers to WebSocket sends run together, off
 		// the writer's goroutine.
 		OnBatch:     func(m []chat.Message, answer func()) { svc.CommittedThen(m, answer) },

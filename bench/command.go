@@ -61,6 +61,8 @@ type Options struct {
 	// every TypingEvery, beside the send and fanout scenarios.
 	Typists     int
 	TypingEvery time.Duration
+	// Growth configures --scenario growth.
+	Growth GrowthOptions
 
 	Stdout, Stderr io.Writer
 }
@@ -68,6 +70,7 @@ type Options struct {
 // Command returns the `bench` cobra command.
 func Command() *cobra.Command {
 	o := Options{}
+	var growthSizes string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure an imserver: sends/s, deliveries/s, latency, catch-up, memory, and correctness",
@@ -84,6 +87,10 @@ Scenarios:
            the next), each the only sender of its group of M other online
            members; server CPU and write system calls per message
   all      each of the above, each on a fresh embedded server
+  growth   for each --growth-sizes database (made once by imserver populate in
+           --growth-dir): startup, idle RSS, the conversation list of a user in
+           300 conversations, send flat out, send at 10k/s, catchup; a table
+           and, with --plot, an SVG
 
 Size flags left at 0 take the scenario's default. Every scenario ends with the
 correctness line: expected, received, lost, duplicated, order violations; the
@@ -100,6 +107,12 @@ command fails if any of them is off.`,
 			o.RateSet = f.Changed("rate")
 			o.InflightSet = f.Changed("inflight")
 			o.Stdout, o.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if growthSizes != "" {
+				var err error
+				if o.Growth.Sizes, err = ParseSizes(growthSizes); err != nil {
+					return fmt.Errorf("--growth-sizes: %w", err)
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, err := Run(ctx, o)
@@ -107,12 +120,15 @@ command fails if any of them is off.`,
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&growthSizes, "growth-sizes", "0,1M,10M", "growth: database sizes in messages")
+	f.StringVar(&o.Growth.Dir, "growth-dir", "", "growth: where the populated databases are made and kept (default $TMPDIR/imserver-growth)")
+	f.StringVar(&o.Growth.Plot, "plot", "", "growth: write an SVG plot here")
 	f.StringVar(&o.URL, "url", "", "base URL of a running server, e.g. http://127.0.0.1:8080")
 	f.BoolVar(&o.Embedded, "embedded", true, "start a server on a temporary database (default when --url is empty)")
 	f.StringVar(&o.ServerBin, "server-bin", "", "imserver binary for --embedded (default: this executable)")
 	f.StringVar(&o.ServerConfig, "server-config", "", "config file for --embedded instead of the bench's (keep its raised limits; --sqlite-sync is then ignored)")
 	f.IntVar(&o.ServerPID, "server-pid", 0, "process id of the --url server: its CPU time and write system calls per message are read from /proc")
-	f.StringVar(&o.Scenario, "scenario", "all", "send|fanout|catchup|idle|mixed|interactive|all")
+	f.StringVar(&o.Scenario, "scenario", "all", "send|fanout|catchup|idle|mixed|interactive|all|growth")
 	f.IntVar(&o.Sizes.Users, "users", 0, "users to register")
 	f.IntVar(&o.Sizes.Groups, "groups", 0, "groups to create")
 	f.IntVar(&o.Sizes.Members, "members", 0, "members per group")
@@ -189,6 +205,23 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 			return nil, err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.Scenario == "growth" {
+		if o.URL != "" {
+			return nil, errors.New("--scenario growth starts its own servers; it takes no --url")
+		}
+		rows, err := runGrowth(ctx, o)
+		if o.JSON {
+			if jerr := writeJSONValue(o.Stdout, rows); jerr != nil && err == nil {
+				err = jerr
+			}
+		}
+		for _, r := range rows {
+			if len(r.Errors) > 0 && err == nil {
+				err = fmt.Errorf("bench: growth at %d messages: %s", r.Messages, strings.Join(r.Errors, "; "))
+			}
+		}
+		return nil, err
 	}
 	var list []*scenario
 	if o.Scenario == "all" || o.Scenario == "" {

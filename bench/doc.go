@@ -18,6 +18,11 @@
 //     settledMemory): the server as its collector normally leaves it, GC
 //     headroom included in RSS.
 //
+// The growth scenario (growth.go) is the exception to "public protocol
+// only": it makes its databases with `imserver populate` (bench/populate,
+// the store's own write path) and times `populate --more` on them, then
+// runs the other scenarios against a server on each.
+//
 // The correctness line is kept per receiving session (one per user unless
 // --sessions exceeds --users) against a ledger of what the server confirmed
 // with `sent`: every confirmed message of a session's conversations, except

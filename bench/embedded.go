@@ -24,6 +24,8 @@ type embeddedServer struct {
 	log  *os.File
 	exit chan error
 	keep bool
+	// startup is from the process's start to the first GET /healthz 200.
+	startup time.Duration
 }
 
 // serverConfig raises the limits that would otherwise throttle a load test,
@@ -58,6 +60,12 @@ func freePort() (int, error) {
 
 // startEmbedded starts bin and waits for GET /healthz to answer 200.
 func startEmbedded(ctx context.Context, bin, config string, keep bool) (*embeddedServer, error) {
+	return startEmbeddedOn(ctx, bin, config, "", keep)
+}
+
+// startEmbeddedOn is startEmbedded on the database file db ("" for a new
+// one in the temporary directory), which stays when the server stops.
+func startEmbeddedOn(ctx context.Context, bin, config, db string, keep bool) (*embeddedServer, error) {
 	dir, err := os.MkdirTemp("", "imserver-bench-")
 	if err != nil {
 		return nil, err
@@ -70,7 +78,7 @@ func startEmbedded(ctx context.Context, bin, config string, keep bool) (*embedde
 	var lastErr error
 	// The free port can be taken between choosing and binding it; try again then.
 	for try := 0; try < 3; try++ {
-		s, err := launch(ctx, bin, dir, cfg, keep)
+		s, err := launch(ctx, bin, dir, cfg, db, keep)
 		if err == nil {
 			return s, nil
 		}
@@ -85,7 +93,10 @@ func startEmbedded(ctx context.Context, bin, config string, keep bool) (*embedde
 	return nil, lastErr
 }
 
-func launch(ctx context.Context, bin, dir, cfg string, keep bool) (*embeddedServer, error) {
+func launch(ctx context.Context, bin, dir, cfg, db string, keep bool) (*embeddedServer, error) {
+	if db == "" {
+		db = filepath.Join(dir, "bench.db")
+	}
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -95,8 +106,9 @@ func launch(ctx context.Context, bin, dir, cfg string, keep bool) (*embeddedServ
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "serve", "--addr", addr, "--db", filepath.Join(dir, "bench.db"), "--config", cfg)
+	cmd := exec.Command(bin, "serve", "--addr", addr, "--db", db, "--config", cfg)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
@@ -107,6 +119,7 @@ func launch(ctx context.Context, bin, dir, cfg string, keep bool) (*embeddedServ
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if api.healthy(ctx) {
+			s.startup = time.Since(started)
 			return s, nil
 		}
 		select {
@@ -117,7 +130,7 @@ func launch(ctx context.Context, bin, dir, cfg string, keep bool) (*embeddedServ
 		case <-ctx.Done():
 			s.stop()
 			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond): // startup is measured to this
 		}
 		if time.Now().After(deadline) {
 			s.stop()

@@ -128,10 +128,12 @@ func thisMachine() Machine {
 	return Machine{CPUs: runtime.NumCPU(), OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version()}
 }
 
-func writeJSON(w io.Writer, rep *Report) error {
+func writeJSON(w io.Writer, rep *Report) error { return writeJSONValue(w, rep) }
+
+func writeJSONValue(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
+	return enc.Encode(v)
 }
 
 // writeTable prints one column per scenario.

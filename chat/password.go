@@ -34,6 +34,10 @@ func hashPassword(password string) (string, error) {
 		argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key)), nil
 }
 
+// HashPassword is hashPassword for tools that create accounts in bulk
+// through the store (the history generator hashes one password for all).
+func HashPassword(password string) (string, error) { return hashPassword(password) }
+
 // checkPassword reports whether password matches a hash made by
 // hashPassword, reading the parameters from the hash so they can change.
 func checkPassword(hash, password string) bool {

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net/url"
 	"runtime"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/imserver/imserver/chat"
@@ -53,6 +55,20 @@ type Options struct {
 	Redis       redis.UniversalClient
 	RedisPrefix string
 	RedisAlloc  seq.RedisAllocOptions
+	// CacheKiB is the writer's page cache; 0 keeps the default (16 MiB).
+	// The history generator raises it: its random dedup-index inserts
+	// into a database of millions of messages miss a small cache.
+	CacheKiB int
+	// Clock stamps appended messages (ms since the epoch); nil is the
+	// wall clock. The history generator spreads a year over its messages.
+	Clock func() int64
+	// Retention, when above 0, deletes messages older than it in the
+	// background (retention.go), a pass at start and every RetentionEvery
+	// (default an hour), RetentionBatch messages per transaction at most
+	// (default 500).
+	Retention      time.Duration
+	RetentionEvery time.Duration
+	RetentionBatch int
 	// PipelinedSync moves the fsync of synchronous FULL out of COMMIT, off
 	// the writer's goroutine, to the syncer (syncer.go).
 	PipelinedSync bool
@@ -81,6 +97,11 @@ type DB struct {
 	ckptDB  *sql.DB
 	ckpt    *checkpointer
 	links   *linker
+
+	retention *retention // nil when messages are kept forever
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 var _ chat.Store = (*DB)(nil)
@@ -101,6 +122,12 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if opts.Readers <= 0 {
 		opts.Readers = max(4, runtime.NumCPU()*2)
 	}
+	if opts.CacheKiB <= 0 {
+		opts.CacheKiB = 16384
+	}
+	if opts.Clock == nil {
+		opts.Clock = nowMS
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -111,6 +138,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	// busy_timeout comes first so that the pragmas after it wait for
 	// another process instead of failing.
 	pragmas := []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + opts.Synchronous + ")", "foreign_keys(0)"}
+	pragmas = append(pragmas, testPragmas...)
 	dsn := func(extra string) string {
 		q := url.Values{}
 		for _, p := range pragmas {
@@ -124,7 +152,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	// middle of transactions and reread index pages from the file.
 	// secure_delete zeroes what a delete or an overwrite frees, so that an
 	// erased message body is gone from the file, not just unlinked.
-	w, err := sql.Open("sqlite", dsn("&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=cache_size(-16384)&_pragma=secure_delete(1)"))
+	w, err := sql.Open("sqlite", dsn("&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=cache_size(-"+strconv.Itoa(opts.CacheKiB)+")&_pragma=secure_delete(1)"))
 	if err != nil {
 		return nil, err
 	}
@@ -167,19 +195,31 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	db.links = &linker{}
 	db.w.links = db.links
+	db.startRetention()
 	return db, nil
 }
 
+// testPragmas are added to every connection's pragmas: tests set
+// max_page_count to see a full disk.
+var testPragmas []string
+
 // Close stops the writer after the queued jobs and closes the database.
 // The WAL is checkpointed and truncated last: its old frames may still hold
-// the bytes of erased messages.
+// the bytes of erased messages. Closing again returns the first Close's
+// error.
 func (db *DB) Close() error {
-	db.w.close()
-	db.ckpt.close()
-	rerr := db.readers.Close()
-	cerr := db.ckptDB.Close()
-	_, terr := db.writer.ExecContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`)
-	return errors.Join(rerr, cerr, terr, db.writer.Close())
+	db.closeOnce.Do(func() {
+		if db.retention != nil {
+			db.retention.close()
+		}
+		db.w.close()
+		db.ckpt.close()
+		rerr := db.readers.Close()
+		cerr := db.ckptDB.Close()
+		_, terr := db.writer.ExecContext(context.Background(), `PRAGMA wal_checkpoint(TRUNCATE)`)
+		db.closeErr = errors.Join(rerr, cerr, terr, db.writer.Close())
+	})
+	return db.closeErr
 }
 
 // Ping checks that the database answers and that writes succeed (for

@@ -78,6 +78,34 @@ func eraseAttachments(t *wtx, conv string, seq int64) error {
 	return nil
 }
 
+// eraseAttachmentsBefore erases the attachments of conv's messages up to
+// seq (retention).
+func eraseAttachmentsBefore(t *wtx, conv string, seq int64) error {
+	rows, err := t.QueryContext(t.ctx, `SELECT DISTINCT seq FROM message_files WHERE conv_id = ? AND seq <= ?`, conv, seq)
+	if err != nil {
+		return err
+	}
+	var seqs []int64
+	for rows.Next() {
+		var s int64
+		if err := rows.Scan(&s); err != nil {
+			rows.Close()
+			return err
+		}
+		seqs = append(seqs, s)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, s := range seqs {
+		if err := eraseAttachments(t, conv, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // filesFreed hands the contents a committed transaction freed to the
 // files store.
 func (w *writer) filesFreed(t *wtx) {

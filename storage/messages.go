@@ -33,7 +33,7 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	}
 	m := j.msg
 	m.Seq = c.r.next
-	m.TS = nowMS()
+	m.TS = w.opts.Clock()
 	if hasExtras(&m) || len(m.Attachments) > 0 {
 		return w.appendExtras(t, j, m)
 	}

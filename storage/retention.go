@@ -1,0 +1,206 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"time"
+)
+
+// Retention: messages older than Options.Retention are deleted by a
+// background job, a conversation at a time, in small transactions of the
+// writer (function jobs, like a join or a read marker), so that sends
+// queued meanwhile commit between two of them instead of waiting for the
+// whole pass.
+//
+// What stays consistent: a conversation's max_seq and seq_bound are not
+// touched, so seqs keep growing from where they were and are never reused;
+// members' ranges, read and ack markers are not touched either. A pull
+// over the deleted part simply finds no rows there: it returns the
+// messages above the gap, and completed is decided by the rows it found
+// (the page's LIMIT+1 rule), so it stays right. A client holding seq N that
+// pulls after_seq=N gets the first retained message with a seq above N;
+// the seqs in between are gone for good (PROTOCOL.md allows gaps).
+
+// Retention defaults.
+const (
+	defaultRetentionEvery = time.Hour
+	// defaultRetentionBatch bounds the messages one transaction deletes:
+	// about a millisecond of the writer's time.
+	defaultRetentionBatch = 500
+	// retentionPause is the writer's free time between two batches.
+	retentionPause = 5 * time.Millisecond
+)
+
+// retention runs the deletion job until stop closes.
+type retention struct {
+	db   *DB
+	stop chan struct{}
+	done chan struct{}
+}
+
+func (db *DB) startRetention() {
+	if db.opts.Retention <= 0 {
+		return
+	}
+	r := &retention{db: db, stop: make(chan struct{}), done: make(chan struct{})}
+	db.retention = r
+	go r.loop()
+}
+
+func (r *retention) close() {
+	close(r.stop)
+	<-r.done
+}
+
+func (r *retention) loop() {
+	defer close(r.done)
+	every := r.db.opts.RetentionEvery
+	if every <= 0 {
+		every = defaultRetentionEvery
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-r.stop
+		cancel()
+	}()
+	t := time.NewTimer(0) // a pass at start, then every `every`
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		cutoff := time.Now().Add(-r.db.opts.Retention)
+		start := time.Now()
+		n, err := r.db.DeleteBefore(ctx, cutoff)
+		if err != nil && ctx.Err() == nil {
+			slog.Warn("retention: deleting old messages", "err", err, "deleted", n)
+		} else if n > 0 {
+			slog.Info("retention: deleted old messages", "deleted", n, "before", cutoff.UTC().Format(time.RFC3339), "took", time.Since(start).Round(time.Millisecond))
+		}
+		t.Reset(every)
+	}
+}
+
+// DeleteBefore deletes every message stamped before cutoff, in small
+// transactions of the writer, and returns how many it deleted. It relies
+// on a conversation's timestamps growing with its seqs (the writer stamps
+// messages in commit order): each conversation is cut from its oldest
+// message up to the first one at or after cutoff, and never beyond, so a
+// clock that stepped back never costs a message inside the window.
+func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error) {
+	before := cutoff.UnixMilli()
+	batch := db.opts.RetentionBatch
+	if batch <= 0 {
+		batch = defaultRetentionBatch
+	}
+	// Conversations whose oldest message is old enough; the first row of
+	// each is one b-tree descent of the primary key.
+	rows, err := db.readers.QueryContext(ctx, `SELECT c.id FROM conversations c
+		WHERE (SELECT ts FROM messages m WHERE m.conv_id = c.id ORDER BY seq LIMIT 1) < ?`, before)
+	if err != nil {
+		return 0, err
+	}
+	var convs []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		convs = append(convs, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, conv := range convs {
+		for {
+			var n int64
+			more := false
+			err := db.w.exec(ctx, func(t *wtx) error {
+				n, more = 0, false
+				// The oldest batch of the conversation, in seq order; the
+				// cut ends before the first message inside the window.
+				rs, err := t.QueryContext(t.ctx, `SELECT seq, ts, doc, body FROM messages WHERE conv_id = ? ORDER BY seq LIMIT ?`, conv, batch)
+				if err != nil {
+					return err
+				}
+				type indexed struct {
+					doc  int64
+					body string
+				}
+				var docs []indexed
+				var last int64
+				seen := 0
+				for rs.Next() {
+					var seq, ts int64
+					var doc sql.NullInt64
+					var body string
+					if err := rs.Scan(&seq, &ts, &doc, &body); err != nil {
+						rs.Close()
+						return err
+					}
+					seen++
+					if ts >= before {
+						break
+					}
+					last = seq
+					n++
+					if doc.Valid {
+						docs = append(docs, indexed{doc.Int64, body})
+					}
+				}
+				rs.Close()
+				if err := rs.Err(); err != nil {
+					return err
+				}
+				if n == 0 {
+					return nil
+				}
+				more = seen == batch && int(n) == batch
+				// What hangs off the deleted messages goes with them: their
+				// search entries (a contentless index needs the old text),
+				// reactions, mention rows and unread exclusions.
+				for _, d := range docs {
+					if err := t.w.forget(t, d.doc, d.body); err != nil {
+						return err
+					}
+				}
+				// Their attachments too: the links, and the bytes of files
+				// no other message holds (unlinked after the commit).
+				if err := eraseAttachmentsBefore(t, conv, last); err != nil {
+					return err
+				}
+				for _, q := range []string{
+					`DELETE FROM reactions WHERE conv_id = ?1 AND target <= ?2`,
+					`DELETE FROM uncounted WHERE conv_id = ?1 AND seq <= ?2`,
+					`DELETE FROM mentions WHERE user_id IN (SELECT user_id FROM members WHERE conv_id = ?1) AND conv_id = ?1 AND seq <= ?2`,
+					`DELETE FROM messages WHERE conv_id = ?1 AND seq <= ?2`,
+				} {
+					if _, err := t.ExecContext(t.ctx, q, conv, last); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return total, err
+			}
+			total += n
+			if !more {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return total, ctx.Err()
+			case <-time.After(retentionPause):
+			}
+		}
+	}
+	return total, nil
+}
