@@ -209,7 +209,9 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 			files++
 		}
 	}
-	if int64(files) != m.Files {
+	// Each of the 3 loaders may have had one upload in the snapshot whose
+	// message was not sent yet: the manifest counts it, no message shows it.
+	if int64(files) > m.Files || m.Files-int64(files) > 3 {
 		t.Errorf("%d attachments restored, the manifest counts %d files", files, m.Files)
 	}
 	blobs := 0
@@ -218,8 +220,9 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 			blobs++
 		}
 	}
-	if blobs != files || len(m.Missing) != 0 {
-		t.Errorf("manifest lists %d contents (missing %v) for %d files", blobs, m.Missing, files)
+	// Every upload has bytes of its own: one content per file.
+	if int64(blobs) != m.Files || len(m.Missing) != 0 {
+		t.Errorf("manifest lists %d contents (missing %v) for %d files", blobs, m.Missing, m.Files)
 	}
 }
 

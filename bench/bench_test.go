@@ -52,11 +52,15 @@ func runTests(m *testing.M) int {
 // the correctness line; timings are never asserted.
 func runTiny(t *testing.T, scenario string, sz Sizes) *Result {
 	t.Helper()
+	return runTinyOpts(t, Options{Scenario: scenario, Sizes: sz})
+}
+
+// runTinyOpts is runTiny with more options (scenario and sizes in o).
+func runTinyOpts(t *testing.T, o Options) *Result {
+	t.Helper()
 	var out bytes.Buffer
-	o := Options{
-		Embedded: true, ServerBin: serverBin, Scenario: scenario, Sizes: sz, RateSet: true,
-		DrainTimeout: 10 * time.Second, Stdout: &out,
-	}
+	o.Embedded, o.ServerBin, o.RateSet = true, serverBin, true
+	o.DrainTimeout, o.Stdout = 10*time.Second, &out
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	results, err := Run(ctx, o)
@@ -109,6 +113,31 @@ func TestSend(t *testing.T) {
 	}
 	if res.Delivered == 0 || res.Latency.Count == 0 {
 		t.Errorf("delivered %d, latency samples %d; want > 0", res.Delivered, res.Latency.Count)
+	}
+}
+
+// TestSendTypists runs typists beside the send scenario at the hostile rate
+// of one typing frame per 100ms each: the sends stay correct, typing frames
+// reach the other typists, and the server relays at most one per typist per
+// 3 s (chat.TypingInterval), so far fewer arrive than were sent.
+func TestSendTypists(t *testing.T) {
+	start := time.Now()
+	res := runTinyOpts(t, Options{Scenario: "send", Sizes: Sizes{Users: 6, Groups: 3, Members: 3, Senders: 3, Messages: 60, Rate: 30},
+		Typists: 3, TypingEvery: 100 * time.Millisecond})
+	elapsed := time.Since(start)
+	var sent, received int
+	for _, c := range res.Notes {
+		switch {
+		case strings.HasPrefix(c.What, "typing frames sent by 3 typists"):
+			sent = c.N
+		case strings.HasPrefix(c.What, "typing frames received"):
+			received = c.N
+		}
+	}
+	// Each typist's frames reach the 2 others, at most one per 3 s.
+	bound := 3 * 2 * (int(elapsed/(3*time.Second)) + 1)
+	if sent < 10 || received == 0 || received > bound {
+		t.Errorf("typing frames sent %d, received %d; want sent >= 10, 0 < received <= %d (one per typist per 3 s to each of 2 others over %s)", sent, received, bound, elapsed)
 	}
 }
 

@@ -57,6 +57,10 @@ type Options struct {
 	// answers and deliveries before it counts what is missing as lost.
 	DrainTimeout time.Duration
 	CPUProfile   string
+	// Typists online in a group of their own, each sending a typing frame
+	// every TypingEvery, beside the send and fanout scenarios.
+	Typists     int
+	TypingEvery time.Duration
 	// Growth configures --scenario growth.
 	Growth GrowthOptions
 
@@ -141,6 +145,8 @@ command fails if any of them is off.`,
 	f.BoolVar(&o.Progress, "progress", true, "print a live progress line to stderr")
 	f.BoolVar(&o.KeepTmp, "keep-tmp", false, "keep the embedded server's temporary directory (database, config, log)")
 	f.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "wait this long without progress for outstanding answers and deliveries")
+	f.IntVar(&o.Typists, "typists", 0, "send/fanout: this many more users online in one group of their own, each sending a typing frame every --typing-every")
+	f.DurationVar(&o.TypingEvery, "typing-every", 3*time.Second, "how often each typist sends a typing frame (the server relays at most one per 3s per typist)")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write the bench's own CPU profile here (to see what the load generator costs)")
 	return cmd
 }

@@ -48,6 +48,7 @@ type stats struct {
 	duplicated, orderViolations, foreign    atomic.Int64
 	resyncs, syncChains, syncPages, storms  atomic.Int64
 	batchFrames, errorFrames, unknownFrames atomic.Int64
+	typing                                  atomic.Int64 // typing frames received (--typists)
 	disconnects, reconnects, seqClashes     atomic.Int64
 	finalPulls                              atomic.Int64
 }

@@ -180,6 +180,10 @@ func (r *run) everyoneOnlinePlan(ctx context.Context, res *Result, groups func(u
 	if err := r.connectAll(ctx, r.sessions); err != nil {
 		return err
 	}
+	stopTypists, err := r.startTypists(ctx)
+	if err != nil {
+		return err
+	}
 	res.SetupSec = time.Since(start).Seconds()
 	go r.acker(ctx)
 	r.beginMeasure(ctx)
@@ -188,6 +192,7 @@ func (r *run) everyoneOnlinePlan(ctx context.Context, res *Result, groups func(u
 	p.total, p.rate, p.duration = r.sizes.Messages, r.sizes.Rate, r.sizes.Duration
 	r.runSenders(ctx, p)
 	r.drain(ctx)
+	stopTypists()
 	r.checkFolds(ctx)
 	return ctx.Err()
 }

@@ -240,7 +240,9 @@ func (s *session) handle(f *frame, b []byte) {
 		if f.Active {
 			s.run.stats.storms.Add(1)
 		}
-	case "hello", "pong", "read", "receipt", "conversation", "typing", "presence":
+	case "typing":
+		s.run.stats.typing.Add(1)
+	case "hello", "pong", "read", "receipt", "conversation", "presence":
 	default:
 		s.run.stats.unknownFrames.Add(1)
 	}

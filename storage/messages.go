@@ -236,8 +236,12 @@ func (w *writer) finishMessages(t *wtx) error {
 // (joining, kicking, leaving, clearing) reads conversations.max_seq to set
 // visible ranges, so the messages appended before it in this transaction
 // are written there first; and it may change who is a member, so
-// membership is read again for the messages after it.
+// membership is read again for the messages after it. The search index's
+// pending writes are made first too (applyFTS).
 func (w *writer) beforeFunc(t *wtx) error {
+	if err := w.applyFTS(t); err != nil {
+		return err
+	}
 	var st *wstmt
 	for _, c := range t.touched {
 		if c.max == c.stored {

@@ -231,12 +231,47 @@ func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
 	if _, err := st.ExecContext(t.ctx, m.Conv, m.Target); err != nil {
 		return err
 	}
-	edits, err := t.stmt(`UPDATE messages SET body = '', mentions = NULL WHERE conv_id = ? AND target = ? AND kind = 'edit'`)
+	// The edits are found first and blanked one by one by primary key: a
+	// multi-row UPDATE opens a statement savepoint, and FTS5 flushes its
+	// pending inserts to a new index segment at every savepoint, so each
+	// delete would leave one more small segment for every later secure
+	// delete and query to seek. INDEXED BY: without it the planner reads
+	// the whole conversation through the primary key's conv_id prefix.
+	find, err := t.stmt(`SELECT seq FROM messages INDEXED BY messages_target WHERE conv_id = ? AND target = ? AND kind = 'edit' AND body <> ''`)
 	if err != nil {
 		return err
 	}
-	if _, err := edits.ExecContext(t.ctx, m.Conv, m.Target); err != nil {
+	nv, err := namedValues([]any{m.Conv, m.Target})
+	if err != nil {
 		return err
+	}
+	dr, err := find.query.QueryContext(t.ctx, nv)
+	if err != nil {
+		return err
+	}
+	rows := newRows(dr)
+	var edits []int64
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			rows.Close()
+			return err
+		}
+		edits = append(edits, seq)
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return err
+	}
+	blank, err := t.stmt(`UPDATE messages SET body = '', mentions = NULL WHERE conv_id = ? AND seq = ?`)
+	if err != nil {
+		return err
+	}
+	for _, seq := range edits {
+		if _, err := blank.ExecContext(t.ctx, m.Conv, seq); err != nil {
+			return err
+		}
 	}
 	reactions, err := t.stmt(`DELETE FROM reactions WHERE conv_id = ? AND target = ?`)
 	if err != nil {

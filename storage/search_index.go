@@ -1,5 +1,7 @@
 package storage
 
+import "slices"
+
 // The search index (messages_fts, migration 0002) holds the current body of
 // every text message that has one, under a document number (doc) handed out
 // in commit order: FTS5 walks a query's hits from the end cheaply, so the
@@ -36,31 +38,93 @@ func (w *writer) index(t *wtx, conv string, seq, doc int64, body string) error {
 	return w.reindex(t, doc, body)
 }
 
-// reindex adds body as doc's text (doc's old text must be out first).
-func (w *writer) reindex(t *wtx, doc int64, body string) error {
-	st, err := t.stmt(`INSERT INTO messages_fts (rowid, body) VALUES (?, ?)`)
-	if err != nil {
-		return err
+// The index's own writes wait in ftsOps until the end of the transaction
+// (applyFTS, before COMMIT or a function job) and are then made in
+// ascending doc order. FTS5 flushes its pending terms to a new segment
+// whenever a write's rowid is not above the previous one; an edit removes
+// and re-adds an old doc between new ones, so written as they come each
+// edit or delete would cost two flushes, two more small segments to merge,
+// and one more segment for every later secure delete and query to seek.
+// Nothing in the writer's transaction reads the index, and searches read
+// only committed data, so deferring within the transaction changes nothing
+// anyone sees.
+
+// ftsOp is what the transaction does to one doc of the index: remove the
+// text the index held before the transaction (old, "" for none) and add
+// its text at the end (text, "" for none).
+type ftsOp struct {
+	old, text string
+}
+
+// op returns doc's pending operation, old being its text in the index as
+// it stands if doc has none yet.
+func (t *wtx) op(doc int64, old string) *ftsOp {
+	if t.fts == nil {
+		t.fts = make(map[int64]*ftsOp)
 	}
-	a := &w.ftsArgs
-	a[0].Value, a[1].Value = doc, body
-	_, err = st.exec.ExecContext(t.ctx, a[:])
-	a[1].Value = nil
-	return err
+	o := t.fts[doc]
+	if o == nil {
+		o = &ftsOp{old: old}
+		t.fts[doc] = o
+	}
+	return o
+}
+
+// reindex makes body doc's text (doc's old text must be out first).
+func (w *writer) reindex(t *wtx, doc int64, body string) error {
+	t.op(doc, "").text = body
+	return nil
 }
 
 // unindex takes doc's text, body, out of the index: a contentless index
-// must be told the old text to find the entries it removes.
+// must be told the old text to find the entries it removes. The removal
+// is a secure delete (migration 0002): the entries leave the pages.
 func (w *writer) unindex(t *wtx, doc int64, body string) error {
 	if doc == 0 || body == "" {
 		return nil
 	}
-	st, err := t.stmt(`INSERT INTO messages_fts (messages_fts, rowid, body) VALUES ('delete', ?, ?)`)
+	t.op(doc, body).text = ""
+	return nil
+}
+
+// applyFTS makes the transaction's pending index writes, in doc order
+// (for one doc, the removal before the addition).
+func (w *writer) applyFTS(t *wtx) error {
+	if len(t.fts) == 0 {
+		return nil
+	}
+	docs := make([]int64, 0, len(t.fts))
+	for doc := range t.fts {
+		docs = append(docs, doc)
+	}
+	slices.Sort(docs)
+	del, err := t.stmt(`INSERT INTO messages_fts (messages_fts, rowid, body) VALUES ('delete', ?, ?)`)
 	if err != nil {
 		return err
 	}
-	_, err = st.ExecContext(t.ctx, doc, body)
-	return err
+	ins, err := t.stmt(`INSERT INTO messages_fts (rowid, body) VALUES (?, ?)`)
+	if err != nil {
+		return err
+	}
+	a := &w.ftsArgs
+	defer func() { a[1].Value = nil }()
+	for _, doc := range docs {
+		o := t.fts[doc]
+		if o.old != "" {
+			a[0].Value, a[1].Value = doc, o.old
+			if _, err := del.exec.ExecContext(t.ctx, a[:]); err != nil {
+				return err
+			}
+		}
+		if o.text != "" {
+			a[0].Value, a[1].Value = doc, o.text
+			if _, err := ins.exec.ExecContext(t.ctx, a[:]); err != nil {
+				return err
+			}
+		}
+	}
+	clear(t.fts)
+	return nil
 }
 
 // forget drops doc from the index and its map (a deleted message).

@@ -362,6 +362,9 @@ func (w *writer) runTx(dc driverConn, batch []*job) (*wtx, []*job, error) {
 		done = len(batch)
 		batch = w.moreWhileSyncing(batch)
 	}
+	if err := w.applyFTS(t); err != nil {
+		return t, batch, t.rollback(err)
+	}
 	if err := w.finishMessages(t); err != nil {
 		return t, batch, t.rollback(err)
 	}
@@ -430,7 +433,14 @@ func (w *writer) runFunc(t *wtx, j *job, i int) error {
 	if _, err := t.ExecContext(t.ctx, "SAVEPOINT "+sp); err != nil {
 		return err
 	}
-	if ferr := j.fn(t); ferr != nil {
+	// The index writes the job queued (retention's) are made inside its
+	// savepoint, or dropped with it: beforeFunc left none pending.
+	ferr := j.fn(t)
+	if ferr == nil {
+		ferr = w.applyFTS(t)
+	}
+	if ferr != nil {
+		clear(t.fts)
 		if _, err := t.ExecContext(t.ctx, "ROLLBACK TO "+sp); err != nil {
 			return err
 		}
