@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
@@ -274,6 +275,9 @@ func TestTeamwork(t *testing.T) {
 
 	t.Run("Typing", func(t *testing.T) {
 		begin(t)
+		// The server relays one typing frame per user and conversation in
+		// 3 s: start past the window of what earlier subtests typed here.
+		time.Sleep(3200 * time.Millisecond)
 		alice.focus("#composer-input")
 		alice.typeInto("#composer-input", "thinking about it")
 		bob.waitFor("the typing line", `document.querySelector('#typing').textContent === 'Alice Archer is typing…'`)

@@ -8,8 +8,9 @@
 import { Emitter } from './util.js';
 
 export const TYPING_SHOW_MS = 5000;
-// The server drops more than one typing frame per 3 s per user and conv.
-export const TYPING_EVERY_MS = 3000;
+// The server drops more than one typing frame per 3 s per user and conv;
+// a little more than that here, so network jitter does not get one dropped.
+export const TYPING_EVERY_MS = 3200;
 
 export class Presence extends Emitter {
   constructor() {
