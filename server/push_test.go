@@ -46,8 +46,11 @@ func newPushService(t *testing.T) *pushService {
 	p.status.Store(http.StatusCreated)
 	p.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
+		// The answer is decided before the test hears of the request, so
+		// a status the test sets after next() applies to later requests.
+		status := int(p.status.Load())
 		p.requests <- pushRequest{path: r.URL.Path, header: r.Header.Clone(), body: b}
-		w.WriteHeader(int(p.status.Load()))
+		w.WriteHeader(status)
 	}))
 	t.Cleanup(p.srv.Close)
 	return p
