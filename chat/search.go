@@ -19,11 +19,31 @@ const (
 // run as is: every term quoted, so that nothing a user types is taken as
 // query syntax by the index.
 type SearchQuery struct {
-	Match     string
-	Terms     []string // the words and phrases, for snippets
-	Conv      string   // "" for every conversation of the user
-	BeforeSeq int64    // with Conv: only seqs below it (paging); 0 for none
+	Match string
+	Terms []string // the words and phrases, for snippets
+	// Parts are the terms as the user wrote them, Match's operands in
+	// order: a store whose index cannot run phrases itself (SQLite's
+	// reduced-detail FTS5) matches their words and checks the order
+	// against the body.
+	Parts     []SearchPart
+	Conv      string // "" for every conversation of the user
+	BeforeSeq int64  // with Conv: only seqs below it (paging); 0 for none
 	Limit     int
+}
+
+// SearchPart is one term of a query: a word or a "phrase" (the text
+// between the quotes), a prefix when * followed it.
+type SearchPart struct {
+	Text   string
+	Prefix bool
+}
+
+// SearchIndexing says how far a store's search index has been built
+// (an upgraded database is indexed in the background): results come only
+// from the Done documents indexed so far, out of Total.
+type SearchIndexing struct {
+	Done  int64 `json:"done"`
+	Total int64 `json:"total"`
 }
 
 // SearchHit is one search result.
@@ -37,6 +57,9 @@ type SearchHit struct {
 type SearchResults struct {
 	Results   []SearchHit `json:"results"`
 	Completed bool        `json:"completed"`
+	// Indexing is set while the index is still being built: older
+	// messages may be missing from the results.
+	Indexing *SearchIndexing `json:"indexing,omitempty"`
 }
 
 // Search finds the text messages user may see whose current body matches
@@ -95,6 +118,7 @@ func ParseSearch(q string) (SearchQuery, error) {
 			}
 			parts = append(parts, quoteTerm(phrase, prefix))
 			sq.Terms = append(sq.Terms, phrase)
+			sq.Parts = append(sq.Parts, SearchPart{Text: phrase, Prefix: prefix})
 		default:
 			j := i
 			for j < len(q) {
@@ -122,6 +146,7 @@ func ParseSearch(q string) (SearchQuery, error) {
 			}
 			parts = append(parts, quoteTerm(word, prefix))
 			sq.Terms = append(sq.Terms, word)
+			sq.Parts = append(sq.Parts, SearchPart{Text: word, Prefix: prefix})
 		}
 	}
 	if len(parts) == 0 {

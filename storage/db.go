@@ -72,6 +72,12 @@ type Options struct {
 	// PipelinedSync moves the fsync of synchronous FULL out of COMMIT, off
 	// the writer's goroutine, to the syncer (syncer.go).
 	PipelinedSync bool
+	// SearchBackfillBatch bounds the older messages one transaction adds
+	// to the search index after an upgrade (default 500);
+	// SearchBackfillPause is the writer's free time between two such
+	// transactions (default 5 ms). See search_backfill.go.
+	SearchBackfillBatch int
+	SearchBackfillPause time.Duration
 
 	walPath string // set by Open
 }
@@ -99,6 +105,7 @@ type DB struct {
 	links   *linker
 
 	retention *retention // nil when messages are kept forever
+	backfill  *backfill  // nil when the search index is complete
 
 	closeOnce sync.Once
 	closeErr  error
@@ -196,6 +203,10 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	db.links = &linker{}
 	db.w.links = db.links
 	db.startRetention()
+	if err := db.startBackfill(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("search index: %w", err)
+	}
 	return db, nil
 }
 
@@ -211,6 +222,9 @@ func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		if db.retention != nil {
 			db.retention.close()
+		}
+		if db.backfill != nil {
+			db.backfill.close()
 		}
 		db.w.close()
 		db.ckpt.close()

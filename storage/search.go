@@ -41,8 +41,16 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 		res.Completed = true
 		return res, nil
 	}
+	if res.Indexing, err = searchIndexing(ctx, tx); err != nil {
+		return res, err
+	}
+	terms := searchTerms(q.Parts)
+	match, phrases := ftsMatch(terms)
+	if match == "" {
+		match = q.Match // a query not made by chat.ParseSearch
+	}
 	query := `SELECT d.conv_id, d.seq FROM messages_fts f JOIN search_docs d ON d.doc = f.rowid WHERE messages_fts MATCH ?`
-	args := []any{q.Match}
+	args := []any{match}
 	if q.Conv != "" {
 		query += ` AND d.conv_id = ?`
 		args = append(args, q.Conv)
@@ -51,46 +59,45 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 	if err != nil {
 		return res, searchError(err)
 	}
-	type hit struct {
-		conv string
-		seq  int64
-	}
-	var hits []hit
-	for rows.Next() && len(hits) <= q.Limit {
-		var h hit
-		if err := rows.Scan(&h.conv, &h.seq); err != nil {
-			rows.Close()
-			return res, err
-		}
-		r, ok := ranges[h.conv]
-		if !ok || h.seq < r.lo || h.seq > r.hi || (q.BeforeSeq > 0 && h.seq >= q.BeforeSeq) {
-			continue
-		}
-		hits = append(hits, h)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return res, searchError(err)
-	}
-	res.Completed = len(hits) <= q.Limit
-	if !res.Completed {
-		hits = hits[:q.Limit]
-	}
+	defer rows.Close()
 	load, err := tx.PrepareContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE conv_id = ? AND seq = ?`)
 	if err != nil {
 		return res, err
 	}
 	defer load.Close()
-	for _, h := range hits {
-		m, err := scanMessage(load.QueryRowContext(ctx, h.conv, h.seq), h.conv)
+	// A hit is loaded once it lies in the user's ranges: its phrases are
+	// checked against the body (the index matched their words only).
+	var hits []chat.Message
+	for len(hits) <= q.Limit && rows.Next() {
+		var conv string
+		var seq int64
+		if err := rows.Scan(&conv, &seq); err != nil {
+			return res, err
+		}
+		r, ok := ranges[conv]
+		if !ok || seq < r.lo || seq > r.hi || (q.BeforeSeq > 0 && seq >= q.BeforeSeq) {
+			continue
+		}
+		m, err := scanMessage(load.QueryRowContext(ctx, conv, seq), conv)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		} else if err != nil {
 			return res, err
 		}
-		if m.Kind != chat.KindText || m.Deleted {
+		if m.Kind != chat.KindText || m.Deleted || (phrases && !phraseMatch(m.Body, terms)) {
 			continue
 		}
+		hits = append(hits, m)
+	}
+	if err := rows.Err(); err != nil {
+		return res, searchError(err)
+	}
+	rows.Close()
+	res.Completed = len(hits) <= q.Limit
+	if !res.Completed {
+		hits = hits[:q.Limit]
+	}
+	for _, m := range hits {
 		one := []chat.Message{m}
 		if err := foldReactions(ctx, tx, m.Conv, one); err != nil {
 			return res, err

@@ -2,7 +2,7 @@ package storage
 
 import "slices"
 
-// The search index (messages_fts, migration 0002) holds the current body of
+// The search index (messages_fts, migrations 0002 and 0007) holds the current body of
 // every text message that has one, under a document number (doc) handed out
 // in commit order: FTS5 walks a query's hits from the end cheaply, so the
 // newest come first whatever their conversation. search_docs maps a doc
@@ -11,10 +11,13 @@ import "slices"
 
 // nextDoc hands out the next document number; the first use in a
 // transaction reads where the numbers stand (another process sharing the
-// database may have taken some).
+// database may have taken some). Numbers start above every doc the
+// background job had to index (search_backfill.total), so that a new
+// message is the writer's to index even when the newest older ones were
+// deleted.
 func (t *wtx) nextDoc() (int64, error) {
 	if t.doc == 0 {
-		st, err := t.stmt(`SELECT COALESCE(MAX(doc), 0) FROM search_docs`)
+		st, err := t.stmt(`SELECT MAX(COALESCE((SELECT MAX(doc) FROM search_docs), 0), (SELECT total FROM search_backfill))`)
 		if err != nil {
 			return 0, err
 		}
@@ -93,11 +96,23 @@ func (w *writer) applyFTS(t *wtx) error {
 	if len(t.fts) == 0 {
 		return nil
 	}
+	// Docs at or below pending are not in the index yet: the background
+	// job indexes them with the body they have then (search_backfill.go).
+	pending, err := t.unindexed()
+	if err != nil {
+		return err
+	}
 	docs := make([]int64, 0, len(t.fts))
 	for doc := range t.fts {
-		docs = append(docs, doc)
+		if doc > pending {
+			docs = append(docs, doc)
+		}
 	}
 	slices.Sort(docs)
+	if len(docs) == 0 {
+		clear(t.fts)
+		return nil
+	}
 	del, err := t.stmt(`INSERT INTO messages_fts (messages_fts, rowid, body) VALUES ('delete', ?, ?)`)
 	if err != nil {
 		return err

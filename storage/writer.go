@@ -35,6 +35,9 @@ type writer struct {
 	// Totals for benchmarks: commits and WAL pages they wrote.
 	commits, walPages atomic.Int64
 	links             *linker // signs the attachments of messages it commits
+	// indexed is set once the background indexing of older messages has
+	// finished (search_backfill.go): no transaction need read its progress.
+	indexed atomic.Bool
 
 	jobs chan *job
 	mu   sync.RWMutex // guards closed against enqueue

@@ -69,5 +69,6 @@ UPDATE messages SET doc = d.doc FROM search_docs d WHERE d.conv_id = messages.co
 CREATE VIRTUAL TABLE messages_fts USING fts5(body, content='', columnsize=0, tokenize='unicode61 remove_diacritics 2');
 INSERT INTO messages_fts (messages_fts, rank) VALUES ('secure-delete', 1);
 INSERT INTO messages_fts (messages_fts, rank) VALUES ('automerge', 2);
-INSERT INTO messages_fts (rowid, body)
-	SELECT d.doc, m.body FROM search_docs d JOIN messages m ON m.conv_id = d.conv_id AND m.seq = d.seq;
+-- The messages stored before this migration are not indexed here (that
+-- took minutes at a million messages, before the server could answer):
+-- 0007 rebuilds this table and hands them to the background indexer.
