@@ -36,14 +36,14 @@ type wtx struct {
 	dc  driverConn
 	ctx context.Context
 
-	version    int64            // last version handed out, 0 until first use
-	doc        int64            // last search document number handed out, 0 until first use
-	fts        map[int64]*ftsOp // the search index's pending writes (applyFTS)
+	version int64            // last version handed out, 0 until first use
+	doc     int64            // last search document number handed out, 0 until first use
+	fts     map[int64]*ftsOp // the search index's pending writes (applyFTS)
 	// pending is search_backfill.pending as read in this transaction
 	// (pendingRead): docs at or below it are the background job's.
 	pending     int64
 	pendingRead bool
-	versionEnd int64            // value in the counters row at the start
+	versionEnd  int64 // value in the counters row at the start
 
 	convs     map[string]*convTx      // conversations messages were queued for
 	touched   []*convTx               // conversations appended to, in commit order
