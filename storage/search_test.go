@@ -10,7 +10,8 @@ import (
 )
 
 // TestMigrationIndexesOldMessages: a database that only 0001 made, with
-// messages in it, is searchable once the new binary opens it.
+// messages in it, is searchable once the new binary opens it and its
+// background job has indexed them.
 func TestMigrationIndexesOldMessages(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.db")
@@ -39,6 +40,8 @@ func TestMigrationIndexesOldMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	// The older messages are indexed in the background.
+	waitIndexed(t, db)
 	sq, err := chat.ParseSearch("old days")
 	if err != nil {
 		t.Fatal(err)
