@@ -1,11 +1,11 @@
 -- The search index without positions (detail=none), and indexed in the
 -- background.
 --
--- With positions (detail=full) every edit and delete, whose secure delete
--- rewrites the doclist of each word of the old text, cost the team mix a
--- fifth of its send rate; without them each entry is a document number
--- and a doclist is a fraction of the size. Phrases are then checked
--- against the body (storage/search_tokens.go).
+-- Without positions (detail=none) each entry of the index is a document
+-- number: the index is half the size (0.27x the bodies' bytes instead of
+-- 0.57x at 1M messages), an insert writes half as much, and two-word
+-- searches are faster. Phrases are then checked against the body
+-- (storage/search_tokens.go).
 --
 -- The index is contentless, so it cannot be rebuilt from itself: it is
 -- created empty, and the documents that exist now (every doc up to
@@ -17,6 +17,14 @@ DROP TABLE IF EXISTS messages_fts;
 CREATE VIRTUAL TABLE messages_fts USING fts5(body, content='', columnsize=0, detail=none, tokenize='unicode61 remove_diacritics 2');
 INSERT INTO messages_fts (messages_fts, rank) VALUES ('secure-delete', 1);
 INSERT INTO messages_fts (messages_fts, rank) VALUES ('automerge', 2);
+-- Leaf pages of 1000 bytes instead of 4050: a secure delete finds its
+-- doc in each segment's doclist of every word of the old text by jumping
+-- to the right page and then reading it entry by entry. Without positions
+-- an entry is a byte or two, so a 4050-byte page holds thousands, and the
+-- team mix cost 25-30% more CPU per message than with detail=full
+-- (BENCHMARKS.md, "Search index without positions"); with 1000-byte
+-- pages it costs the same.
+INSERT INTO messages_fts (messages_fts, rank) VALUES ('pgsz', 1000);
 -- One row: docs at or below pending are not indexed yet; total is where
 -- pending started (for the progress that search reports).
 CREATE TABLE search_backfill (
