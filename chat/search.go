@@ -25,9 +25,11 @@ type SearchQuery struct {
 	// order: a store whose index cannot run phrases itself (SQLite's
 	// reduced-detail FTS5) matches their words and checks the order
 	// against the body.
-	Parts     []SearchPart
-	Conv      string // "" for every conversation of the user
-	BeforeSeq int64  // with Conv: only seqs below it (paging); 0 for none
+	Parts []SearchPart
+	Conv  string // "" for every conversation of the user
+	// BeforeSeq keeps seqs below it (paging with Conv; without, in every
+	// conversation, as the contract allows); 0 for none.
+	BeforeSeq int64
 	Limit     int
 }
 
@@ -72,9 +74,6 @@ func (s *Service) Search(ctx context.Context, user, q, conv string, beforeSeq in
 	}
 	if beforeSeq < 0 {
 		return SearchResults{}, Errorf(EBadRequest, "before_seq must be >= 0")
-	}
-	if beforeSeq > 0 && conv == "" {
-		return SearchResults{}, Errorf(EBadRequest, "before_seq pages within one conversation: give conv too")
 	}
 	switch {
 	case limit <= 0:
