@@ -2,9 +2,9 @@ package storage
 
 import "slices"
 
-// The search index (messages_fts, migrations 0002 and 0007) holds the current body of
-// every text message that has one, under a document number (doc) handed out
-// in commit order: FTS5 walks a query's hits from the end cheaply, so the
+// The search index (messages_fts, migrations 0002 and 0007) holds the
+// current body of every text message that has one, under a document number
+// (doc) handed out in commit order: FTS5 walks a query's hits from the end cheaply, so the
 // newest come first whatever their conversation. search_docs maps a doc
 // back to its message and messages.doc maps the other way. The writer keeps
 // them in the same transaction as the messages.
@@ -81,7 +81,7 @@ func (w *writer) reindex(t *wtx, doc int64, body string) error {
 
 // unindex takes doc's text, body, out of the index: a contentless index
 // must be told the old text to find the entries it removes. The removal
-// is a secure delete (migration 0002): the entries leave the pages.
+// is a secure delete (migrations 0002 and 0007): the entries leave the pages.
 func (w *writer) unindex(t *wtx, doc int64, body string) error {
 	if doc == 0 || body == "" {
 		return nil
