@@ -182,7 +182,8 @@ func sqliteTables(ctx context.Context, tx *sql.Tx) ([]string, error) {
 		return nil, err
 	}
 	// Shadow tables of virtual tables (name_data, name_idx, ...), and the
-	// search index's document map, which the target's own index replaces.
+	// search index's document map and background-indexing progress, which
+	// the target's own index replaces.
 	virtual, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'`)
 	if err != nil {
 		return nil, err
@@ -202,7 +203,7 @@ func sqliteTables(ctx context.Context, tx *sql.Tx) ([]string, error) {
 	}
 	var out []string
 	for _, n := range names {
-		shadow := n == "search_docs"
+		shadow := n == "search_docs" || n == "search_backfill"
 		for _, v := range vnames {
 			if strings.HasPrefix(n, v+"_") {
 				shadow = true
