@@ -1,0 +1,110 @@
+package server_test
+
+// Black-box checks of PROTOCOL.md rules that a client written against the
+// contract alone relies on and that the other tests did not reach.
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+)
+
+// rawPost sends a POST whose body is exactly body ("" for none at all),
+// chunked when chunked is set (no Content-Length, as streaming clients do).
+func (ts *testServer) rawPost(t *testing.T, path, token, body string, chunked bool) response {
+	t.Helper()
+	req, err := http.NewRequest("POST", ts.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" || chunked {
+		req.Body = http.NoBody
+		if body != "" {
+			req.Body = readCloser{strings.NewReader(body)}
+		}
+		if !chunked {
+			req.ContentLength = int64(len(body))
+		} else {
+			req.ContentLength = -1
+			req.TransferEncoding = []string{"chunked"}
+		}
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := ts.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := response{Status: res.StatusCode, Header: res.Header, Body: b}
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &r.JSON); err != nil {
+			t.Fatalf("POST %s: body is not JSON: %q", path, b)
+		}
+	}
+	return r
+}
+
+type readCloser struct{ *strings.Reader }
+
+func (readCloser) Close() error { return nil }
+
+// PROTOCOL.md: `POST /api/v1/invites` `{max_uses?, expires_in_ms?}` and
+// `POST .../mute` `{until_ms?}` take only optional fields, so a client may
+// send no body at all, with or without a Content-Length.
+func TestOptionalBodies(t *testing.T) {
+	ts := newServer(t, inviteMode())
+	ann := ts.addUser(t, "ann")
+	bob := ts.addUser(t, "bob")
+	conv := ann.direct(t, bob).ID
+	for _, chunked := range []bool{false, true} {
+		r := ts.rawPost(t, "/api/v1/invites", ann.Token, "", chunked)
+		r.want(t, http.StatusCreated)
+		if !strings.Contains(string(r.Body), `"code"`) {
+			t.Fatalf("invite without a body (chunked %v): %s", chunked, r)
+		}
+		ts.rawPost(t, convPath(conv, "mute"), ann.Token, "", chunked).want(t, http.StatusNoContent)
+		if ann.mutedUntil(t, conv) == 0 {
+			t.Fatalf("mute without a body (chunked %v): muted_until is 0", chunked)
+		}
+		ann.post(t, convPath(conv, "unmute"), nil).want(t, http.StatusNoContent)
+	}
+	// A body that is there must still be JSON.
+	ts.rawPost(t, "/api/v1/invites", ann.Token, "max_uses=3", false).wantError(t, http.StatusBadRequest, "bad_request")
+	ts.rawPost(t, convPath(conv, "mute"), ann.Token, "{", true).wantError(t, http.StatusBadRequest, "bad_request")
+}
+
+// PROTOCOL.md: every endpoint takes `Authorization: Bearer <token>`; the
+// scheme name is case-insensitive in HTTP (RFC 9110 11.1), and clients
+// and proxies send "bearer" too.
+func TestBearerSchemeCase(t *testing.T) {
+	ts := newServer(t)
+	ann := ts.register(t, "ann")
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER"} {
+		r, err := ts.doErr("GET", "/api/v1/me", "", nil, http.Header{"Authorization": {scheme + " " + ann.Token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.want(t, http.StatusOK)
+	}
+	for _, h := range []string{"Basic " + ann.Token, ann.Token, "Bearer"} {
+		r, err := ts.doErr("GET", "/api/v1/me", "", nil, http.Header{"Authorization": {h}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.wantError(t, http.StatusUnauthorized, "unauthorized")
+	}
+	// The WebSocket takes the header the same way.
+	c, _, err := ts.dialRaw("", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"bearer " + ann.Token}}})
+	if err != nil {
+		t.Fatalf("socket with a lower-case bearer: %v", err)
+	}
+	c.CloseNow()
+}
