@@ -108,3 +108,34 @@ func TestBearerSchemeCase(t *testing.T) {
 	}
 	c.CloseNow()
 }
+
+// PROTOCOL.md guarantee 3: "retries get the first seq", and v1.1: a retry
+// is answered with the first result "even where a fresh send would now be
+// refused". A sender kicked after its send was stored (its answer lost)
+// retries and must learn the seq, which lies in its visible range.
+func TestRetryAfterKick(t *testing.T) {
+	ts := newServer(t)
+	ann := ts.register(t, "ann")
+	bob := ts.register(t, "bob")
+	conv := ann.group(t, "team", bob).ID
+	first := bob.send(t, conv, "b-1", "sent before the kick")
+	ann.del(t, convPath(conv, "members", bob.ID())).want(t, http.StatusNoContent)
+
+	var reply struct {
+		Message   messageJSON `json:"message"`
+		Duplicate bool        `json:"duplicate"`
+	}
+	bob.post(t, convPath(conv, "messages"), map[string]string{"client_msg_id": "b-1", "body": "sent before the kick"}).
+		want(t, http.StatusOK).decode(t, &reply)
+	if !reply.Duplicate || reply.Message.Seq != first.Seq {
+		t.Fatalf("retry after kick: got seq %d duplicate %v, want seq %d duplicate true", reply.Message.Seq, reply.Duplicate, first.Seq)
+	}
+	ws := bob.dial(t, "bob")
+	ws.write(t, map[string]any{"type": "send", "req": "r", "conv": conv, "client_msg_id": "b-1", "body": "sent before the kick"})
+	if f := ws.next(t, "retry answer", withReq("r")); f.Type != "sent" || f.message().Seq != first.Seq {
+		t.Fatalf("retry after kick over the socket: got %s, want sent of seq %d", f, first.Seq)
+	}
+	// A fresh send is refused as before.
+	bob.post(t, convPath(conv, "messages"), map[string]string{"client_msg_id": "b-2", "body": "after"}).
+		wantError(t, http.StatusForbidden, "not_member")
+}
