@@ -4,10 +4,12 @@ package server_test
 // contract alone relies on and that the other tests did not reach.
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/coder/websocket"
@@ -138,4 +140,37 @@ func TestRetryAfterKick(t *testing.T) {
 	// A fresh send is refused as before.
 	bob.post(t, convPath(conv, "messages"), map[string]string{"client_msg_id": "b-2", "body": "after"}).
 		wantError(t, http.StatusForbidden, "not_member")
+}
+
+// PROTOCOL.md v1.2: when the disk cannot be written, a write is answered
+// 503 unavailable with Retry-After, "never internal and never a success",
+// and works again without a restart once space returns. An upload's bytes
+// go to the files directory: here a tmpfs too small for them.
+func TestUploadOnFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
+		t.Skipf("cannot mount a small tmpfs (root and CAP_SYS_ADMIN are needed): %v", err)
+	}
+	// Registered before the server's own cleanup, so it runs after the
+	// server has stopped.
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	ts := newServer(t, func(c *testConfig) { c.files.Dir = dir })
+	ann := ts.register(t, "ann")
+	big := bytes.Repeat([]byte("0123456789abcdef"), 32<<10) // 512 KiB
+	r := ann.upload(t, "big.bin", "application/octet-stream", big)
+	wantUnavailable(t, "upload on a full disk", r)
+	if strings.Contains(ts.logs.String(), "request failed") {
+		t.Errorf("a full disk was logged as an internal error:\n%s", ts.logs)
+	}
+	// Space returns: the same upload works, without a restart.
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_REMOUNT, "size=4m"); err != nil {
+		t.Fatalf("remount: %v", err)
+	}
+	if f := ann.uploadFile(t, "big.bin", "application/octet-stream", big); f.Size != int64(len(big)) {
+		t.Fatalf("upload after space returned: size %d, want %d", f.Size, len(big))
+	}
 }
