@@ -158,7 +158,9 @@ func (s *Server) handleThumb(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, files.ErrTooManyPixels), errors.Is(err, files.ErrNoPreview):
 			s.writeError(w, r, chat.Errorf(chat.EBadRequest, "no preview: %v", err))
 		default:
-			s.fileGone(w, r, err)
+			// A thumbnail is written once, on the first request: a full
+			// disk makes that a 503 to retry, not an internal error.
+			s.fileGone(w, r, diskFailure(err))
 		}
 		return
 	}

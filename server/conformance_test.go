@@ -6,8 +6,11 @@ package server_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -160,9 +163,25 @@ func TestUploadOnFullDisk(t *testing.T) {
 	})
 	ts := newServer(t, func(c *testConfig) { c.files.Dir = dir })
 	ann := ts.register(t, "ann")
+	img := ann.uploadFile(t, "pic.png", "image/png", pngImage(t, 600, 400))
+	// Fill what is left, so that neither an upload nor the image's first
+	// thumbnail can be written.
+	filler, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		_, err = filler.Write(make([]byte, 16<<10))
+	}
+	filler.Close()
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("filling the disk: %v", err)
+	}
 	big := bytes.Repeat([]byte("0123456789abcdef"), 32<<10) // 512 KiB
 	r := ann.upload(t, "big.bin", "application/octet-stream", big)
 	wantUnavailable(t, "upload on a full disk", r)
+	wantUnavailable(t, "first thumbnail on a full disk", ts.fetch(t, "/api/v1/files/"+img.ID+"/thumb", ann.Token))
+	ts.fetch(t, "/api/v1/files/"+img.ID, ann.Token).want(t, http.StatusOK) // reads keep working
 	if strings.Contains(ts.logs.String(), "request failed") {
 		t.Errorf("a full disk was logged as an internal error:\n%s", ts.logs)
 	}
@@ -173,4 +192,5 @@ func TestUploadOnFullDisk(t *testing.T) {
 	if f := ann.uploadFile(t, "big.bin", "application/octet-stream", big); f.Size != int64(len(big)) {
 		t.Fatalf("upload after space returned: size %d, want %d", f.Size, len(big))
 	}
+	ts.fetch(t, "/api/v1/files/"+img.ID+"/thumb", ann.Token).want(t, http.StatusOK)
 }
