@@ -194,3 +194,37 @@ func TestUploadOnFullDisk(t *testing.T) {
 	}
 	ts.fetch(t, "/api/v1/files/"+img.ID+"/thumb", ann.Token).want(t, http.StatusOK)
 }
+
+// PROTOCOL.md: every HTTP error is a 4xx/5xx with {"error":{"code",
+// "message"}}, also where the WebSocket library refuses a request before
+// the upgrade (a foreign Origin, a GET that is no handshake).
+func TestSocketRefusalsAreJSON(t *testing.T) {
+	ts := newServer(t)
+	ann := ts.register(t, "ann")
+	handshake := http.Header{
+		"Connection": {"Upgrade"}, "Upgrade": {"websocket"},
+		"Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="},
+	}
+	foreign := http.Header{"Origin": {"https://evil.example"}}
+	for k, v := range handshake {
+		foreign[k] = v
+	}
+	for _, c := range []struct {
+		what   string
+		header http.Header
+		status int
+		code   string
+	}{
+		{"foreign Origin", foreign, http.StatusForbidden, "forbidden"},
+		{"no handshake", nil, http.StatusBadRequest, "bad_request"},
+		{"bad version", http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}, "Sec-Websocket-Version": {"8"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}, http.StatusBadRequest, "bad_request"},
+	} {
+		r, err := ts.doErr("GET", "/api/v1/ws", ann.Token, nil, c.header)
+		if err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		r.wantError(t, c.status, c.code)
+	}
+	// The session still opens for a proper handshake.
+	ann.dial(t, "ann").ping(t)
+}
