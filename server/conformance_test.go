@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -227,4 +228,18 @@ func TestSocketRefusalsAreJSON(t *testing.T) {
 	}
 	// The session still opens for a proper handshake.
 	ann.dial(t, "ann").ping(t)
+}
+
+// PROTOCOL.md v1.1 search: "A query that cannot be parsed is bad_request,
+// never 500". A NUL in q (a%00b) reached the index as is and failed there;
+// it separates words like any other non-alphanumeric character.
+func TestSearchNUL(t *testing.T) {
+	ts := newServer(t)
+	ann, bob := ts.register(t, "ann"), ts.register(t, "bob")
+	d := ann.direct(t, bob)
+	ann.send(t, d.ID, "1", "alpha beta")
+	for _, query := range []string{"alpha\x00beta", "\x00alpha", `"alpha` + "\x00" + `beta"`} {
+		wantBodies(t, fmt.Sprintf("%q", query), ann.search(t, q(query)), "alpha beta")
+	}
+	ann.get(t, "/api/v1/search?"+q("\x00")).wantError(t, http.StatusBadRequest, "bad_request")
 }
