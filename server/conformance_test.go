@@ -28,13 +28,11 @@ func (ts *testServer) rawPost(t *testing.T, path, token, body string, chunked bo
 		t.Fatal(err)
 	}
 	if body != "" || chunked {
-		req.Body = http.NoBody
-		if body != "" {
-			req.Body = readCloser{strings.NewReader(body)}
-		}
-		if !chunked {
-			req.ContentLength = int64(len(body))
-		} else {
+		// A Body that is not http.NoBody: with ContentLength -1 the client
+		// sends it chunked even when it is empty.
+		req.Body = io.NopCloser(strings.NewReader(body))
+		req.ContentLength = int64(len(body))
+		if chunked {
 			req.ContentLength = -1
 			req.TransferEncoding = []string{"chunked"}
 		}
@@ -57,10 +55,6 @@ func (ts *testServer) rawPost(t *testing.T, path, token, body string, chunked bo
 	}
 	return r
 }
-
-type readCloser struct{ *strings.Reader }
-
-func (readCloser) Close() error { return nil }
 
 // PROTOCOL.md: `POST /api/v1/invites` `{max_uses?, expires_in_ms?}` and
 // `POST .../mute` `{until_ms?}` take only optional fields, so a client may
