@@ -7,6 +7,7 @@ package cork
 import (
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -28,13 +29,14 @@ type Conn struct {
 	err      error   // a failed flush: the socket is broken, later writes fail too
 
 	// Read state, used by the connection's single reading goroutine.
-	busy  bool    // the last read filled its buffer: more is likely waiting
+	raw   syscall.RawConn // the socket's descriptor, nil when not a plain socket (read_unix.go)
+	busy  bool            // the last read filled its buffer: more is likely waiting
 	chunk *[]byte // a read-ahead buffer from chunks while busy
 	ahead []byte  // its unread part
 }
 
 // New wraps c.
-func New(c net.Conn) *Conn { return &Conn{Conn: c} }
+func New(c net.Conn) *Conn { return &Conn{Conn: c, raw: rawConnOf(c)} }
 
 const (
 	// FlushAt bounds what a cork gathers before it is written anyway.
@@ -125,10 +127,13 @@ func (c *Conn) flushLocked() error {
 	return c.err
 }
 
-// Read serves the library's buffered reader. A waiting connection blocks
-// in a read into that reader's buffer and holds nothing else; once a read
-// fills it, more is probably queued in the socket, and reads go through a
-// pooled chunk, handed back as soon as it is drained.
+// Read serves the library's buffered reader. On a plain socket every read
+// goes through a pooled chunk, taken only once the socket is readable
+// (readChunk), so a frame larger than the reader's small buffer costs one
+// system call and a waiting connection holds no chunk. Elsewhere a waiting
+// connection blocks in a read into that reader's buffer; once a read fills
+// it, more is probably queued, and reads go through a chunk. Either way the
+// chunk is handed back as soon as it is drained.
 func (c *Conn) Read(p []byte) (int, error) {
 	if len(c.ahead) > 0 {
 		n := copy(p, c.ahead)
@@ -137,6 +142,18 @@ func (c *Conn) Read(p []byte) (int, error) {
 			c.releaseChunk()
 		}
 		return n, nil
+	}
+	if c.raw != nil && len(p) < ChunkSize {
+		n, err := c.readChunk()
+		if n == 0 {
+			return 0, err
+		}
+		m := copy(p, (*c.chunk)[:n])
+		c.ahead = (*c.chunk)[m:n]
+		if len(c.ahead) == 0 {
+			c.releaseChunk()
+		}
+		return m, err
 	}
 	if !c.busy || len(p) >= ChunkSize {
 		n, err := c.Conn.Read(p)

@@ -1,0 +1,130 @@
+package cork
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// readSyscalls is this process's read system calls so far (syscr).
+func readSyscalls(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscr: "); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no syscr in /proc/self/io")
+	return 0
+}
+
+// tcpPair is both ends of a loopback TCP connection.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := l.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+// A frame larger than the reader's 128-byte buffer (a 170-byte send) that
+// is waiting in the socket is read in one system call, not one per
+// buffer's worth.
+func TestConnReadsAFrameInOneCall(t *testing.T) {
+	peer, sc := tcpPair(t)
+	c := New(sc)
+	if c.raw == nil {
+		t.Fatal("a TCP connection has no raw access")
+	}
+	r := bufio.NewReaderSize(c, 128)
+	frame := bytes.Repeat([]byte("f"), 170)
+	got := make([]byte, len(frame))
+	const frames = 200
+	before := readSyscalls(t)
+	for i := range frames {
+		frame[0] = byte(i)
+		if _, err := peer.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		// As a WebSocket library does: the header through the buffer
+		// (which fills it), then the payload.
+		if _, err := io.ReadFull(r, got[:6]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(r, got[6:]); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, frame) {
+			t.Fatalf("frame %d read wrong", i)
+		}
+	}
+	calls := readSyscalls(t) - before
+	// One per frame, plus a few EAGAINs when a write has not landed yet.
+	if calls > frames*5/4 {
+		t.Fatalf("%d read calls for %d frames of 170 bytes, want about one each", calls, frames)
+	}
+	if c.chunk != nil || c.ahead != nil {
+		t.Fatal("chunk kept after draining")
+	}
+}
+
+// A read waits for data (holding no chunk), sees the read deadline, and
+// reports the end of the stream.
+func TestConnRawReadWaitsDeadlineAndEOF(t *testing.T) {
+	peer, sc := tcpPair(t)
+	c := New(sc)
+	p := make([]byte, 128)
+	sc.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, err := c.Read(p); !os.IsTimeout(err) {
+		t.Fatalf("read past the deadline: %v, want a timeout", err)
+	}
+	if c.chunk != nil {
+		t.Fatal("a waiting read kept a chunk")
+	}
+	sc.SetReadDeadline(time.Time{})
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		peer.Write([]byte("late"))
+		peer.Close()
+	}()
+	n, err := c.Read(p)
+	if err != nil || string(p[:n]) != "late" {
+		t.Fatalf("read %q, %v; want \"late\"", p[:n], err)
+	}
+	if _, err := c.Read(p); err != io.EOF {
+		t.Fatalf("read after the peer closed: %v, want EOF", err)
+	}
+	if c.chunk != nil {
+		t.Fatal("chunk kept at EOF")
+	}
+}
