@@ -31,8 +31,8 @@ type Conn struct {
 	// Read state, used by the connection's single reading goroutine.
 	raw   syscall.RawConn // the socket's descriptor, nil when not a plain socket (read_unix.go)
 	busy  bool            // the last read filled its buffer: more is likely waiting
-	chunk *[]byte // a read-ahead buffer from chunks while busy
-	ahead []byte  // its unread part
+	chunk *[]byte         // a read-ahead buffer from chunks while busy
+	ahead []byte          // its unread part
 }
 
 // New wraps c.
