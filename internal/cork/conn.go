@@ -24,7 +24,7 @@ type Conn struct {
 
 	mu       sync.Mutex
 	corks    int     // nested corks; the last Uncork flushes
-	deadline bool    // the first Cork set a write deadline
+	armed    time.Time // the socket's write deadline, zero for none
 	buf      *[]byte // gathered while corked, from bufs
 	err      error   // a failed flush: the socket is broken, later writes fail too
 
@@ -64,10 +64,28 @@ func (c *Conn) Cork(deadline time.Time) {
 		return
 	}
 	c.buf = bufs.Get().(*[]byte)
-	if !deadline.IsZero() {
-		c.Conn.SetWriteDeadline(deadline)
-		c.deadline = true
+	c.setDeadlineLocked(deadline)
+}
+
+// setDeadlineLocked bounds the writes that follow by deadline (none when
+// zero). Setting a socket's deadline costs a timer update, so a deadline
+// already armed is kept when it falls short of the new one by at most an
+// eighth of the time left: a session's writer, which corks every round
+// with the same timeout, re-arms it a few times per timeout instead of
+// twice per round.
+func (c *Conn) setDeadlineLocked(deadline time.Time) {
+	if deadline.IsZero() {
+		if !c.armed.IsZero() {
+			c.Conn.SetWriteDeadline(time.Time{})
+			c.armed = time.Time{}
+		}
+		return
 	}
+	if !c.armed.IsZero() && !deadline.Before(c.armed) && deadline.Sub(c.armed) <= time.Until(deadline)/8 {
+		return
+	}
+	c.Conn.SetWriteDeadline(deadline)
+	c.armed = deadline
 }
 
 // Uncork ends one Cork; the last one writes out what was gathered. Its
@@ -82,12 +100,6 @@ func (c *Conn) Uncork() error {
 	}
 	if c.err == nil {
 		c.flushLocked()
-	}
-	if c.deadline {
-		// Later writes (pongs, close frames) have timeouts of their own; a
-		// stale deadline would fail them.
-		c.Conn.SetWriteDeadline(time.Time{})
-		c.deadline = false
 	}
 	if cap(*c.buf) <= 2*FlushAt {
 		*c.buf = (*c.buf)[:0]
@@ -104,6 +116,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return 0, c.err
 	}
 	if c.corks == 0 {
+		// Uncorked writes (pongs, close frames) have timeouts of their
+		// own; the deadline a cork left armed must not fail them.
+		c.setDeadlineLocked(time.Time{})
 		return c.Conn.Write(p)
 	}
 	*c.buf = append(*c.buf, p...)

@@ -128,3 +128,64 @@ func TestConnRawReadWaitsDeadlineAndEOF(t *testing.T) {
 		t.Fatal("chunk kept at EOF")
 	}
 }
+
+// deadlineConn counts SetWriteDeadline calls.
+type deadlineConn struct {
+	recordConn
+	deadlines int
+}
+
+func (c *deadlineConn) SetWriteDeadline(time.Time) error { c.deadlines++; return nil }
+
+// A writer that corks every round with the same timeout arms the socket's
+// deadline once, not twice per round.
+func TestConnKeepsItsDeadlineAcrossCorks(t *testing.T) {
+	dc := &deadlineConn{}
+	c := New(dc)
+	for range 1000 {
+		c.Cork(time.Now().Add(10 * time.Second))
+		c.Write([]byte("frame"))
+		if err := c.Uncork(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dc.deadlines > 2 {
+		t.Fatalf("%d SetWriteDeadline calls for 1000 rounds", dc.deadlines)
+	}
+	if len(dc.writes) != 1000 {
+		t.Fatalf("%d writes for 1000 rounds", len(dc.writes))
+	}
+}
+
+// The deadline a cork left armed neither fails a later uncorked write (a
+// pong long after) nor a later cork's.
+func TestConnStaleDeadlineFailsNothing(t *testing.T) {
+	peer, sc := tcpPair(t)
+	c := New(sc)
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(peer)
+		got <- b
+	}()
+	c.Cork(time.Now().Add(20 * time.Millisecond))
+	c.Write([]byte("a"))
+	if err := c.Uncork(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(40 * time.Millisecond)
+	if _, err := c.Write([]byte("b")); err != nil {
+		t.Fatalf("uncorked write after a cork's deadline passed: %v", err)
+	}
+	c.Cork(time.Now().Add(20 * time.Millisecond))
+	time.Sleep(40 * time.Millisecond) // armed before the sleep, re-armed by the next cork
+	c.Uncork()
+	c.Cork(time.Now().Add(time.Second))
+	c.Write([]byte("c"))
+	if err := c.Uncork(); err != nil {
+		t.Fatalf("corked write after an earlier cork's deadline passed: %v", err)
+	}
+	sc.Close()
+	if b := <-got; string(b) != "abc" {
+		t.Fatalf("peer read %q, want \"abc\"", b)
+	}
+}
