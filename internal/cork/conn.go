@@ -22,11 +22,11 @@ import (
 type Conn struct {
 	net.Conn
 
-	mu       sync.Mutex
-	corks    int     // nested corks; the last Uncork flushes
-	armed    time.Time // the socket's write deadline, zero for none
-	buf      *[]byte // gathered while corked, from bufs
-	err      error   // a failed flush: the socket is broken, later writes fail too
+	mu    sync.Mutex
+	corks int       // nested corks; the last Uncork flushes
+	armed time.Time // the socket's write deadline, zero for none
+	buf   *[]byte   // gathered while corked, from bufs
+	err   error     // a failed flush: the socket is broken, later writes fail too
 
 	// Read state, used by the connection's single reading goroutine.
 	raw   syscall.RawConn // the socket's descriptor, nil when not a plain socket (read_unix.go)
