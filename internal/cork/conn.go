@@ -49,7 +49,14 @@ const (
 var (
 	bufs   = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
 	chunks = sync.Pool{New: func() any { b := make([]byte, ChunkSize); return &b }}
+	// smallChunks serve a plain socket's reads until one fills a chunk
+	// (read_unix.go): a frame that wakes an idle session is small, and
+	// pooled buffers are dropped at every collection, so the size of what
+	// is taken per frame is what the collector sees.
+	smallChunks = sync.Pool{New: func() any { b := make([]byte, smallChunkSize); return &b }}
 )
+
+const smallChunkSize = 4 << 10
 
 // Cork gathers the following writes until the matching Uncork; corks nest.
 // A non-zero deadline, taken from the outermost Cork, bounds the socket
@@ -163,6 +170,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if n == 0 {
 			return 0, err
 		}
+		c.busy = n == len(*c.chunk)
 		m := copy(p, (*c.chunk)[:n])
 		c.ahead = (*c.chunk)[m:n]
 		if len(c.ahead) == 0 {
@@ -187,6 +195,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 }
 
 func (c *Conn) releaseChunk() {
-	chunks.Put(c.chunk)
+	if len(*c.chunk) == smallChunkSize {
+		smallChunks.Put(c.chunk)
+	} else {
+		chunks.Put(c.chunk)
+	}
 	c.chunk, c.ahead = nil, nil
 }

@@ -189,3 +189,29 @@ func TestConnStaleDeadlineFailsNothing(t *testing.T) {
 		t.Fatalf("peer read %q, want \"abc\"", b)
 	}
 }
+
+// A burst larger than any chunk comes out whole and in order; once a read
+// fills a small chunk the next ones take large ones.
+func TestConnRawReadsABurstInOrder(t *testing.T) {
+	peer, sc := tcpPair(t)
+	c := New(sc)
+	burst := make([]byte, 300<<10)
+	for i := range burst {
+		burst[i] = byte(i * 7)
+	}
+	go func() {
+		peer.Write(burst)
+		peer.Close()
+	}()
+	time.Sleep(20 * time.Millisecond) // let it queue up in the socket
+	got, err := io.ReadAll(bufio.NewReaderSize(c, 128))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, burst) {
+		t.Fatalf("read %d bytes, want the %d written, in order", len(got), len(burst))
+	}
+	if c.chunk != nil || c.ahead != nil {
+		t.Fatal("chunk kept after draining")
+	}
+}

@@ -24,7 +24,8 @@ func rawConnOf(c net.Conn) syscall.RawConn {
 }
 
 // readChunk waits until the socket is readable and then reads what it
-// holds into a pooled chunk in one system call (c.chunk, n bytes). A
+// holds into a pooled chunk in one system call (c.chunk, n bytes): a small
+// one unless the last read filled its chunk (busy), a large one then. A
 // waiting connection holds no chunk: it is taken for each attempt and
 // given back when the socket has nothing yet (EAGAIN).
 //
@@ -36,7 +37,11 @@ func (c *Conn) readChunk() (int, error) {
 	var errno error
 	err := c.raw.Read(func(fd uintptr) bool {
 		if c.chunk == nil {
-			c.chunk = chunks.Get().(*[]byte)
+			if c.busy {
+				c.chunk = chunks.Get().(*[]byte)
+			} else {
+				c.chunk = smallChunks.Get().(*[]byte)
+			}
 		}
 		for {
 			n, errno = syscall.Read(int(fd), *c.chunk)
