@@ -32,7 +32,12 @@ type Conn struct {
 	raw   syscall.RawConn // the socket's descriptor, nil when not a plain socket (read_unix.go)
 	busy  bool            // the last read filled its buffer: more is likely waiting
 	chunk *[]byte         // a read-ahead buffer from chunks while busy
-	ahead []byte          // its unread part
+
+	// readChunk's callback and its outcome (read_unix.go).
+	readFn func(fd uintptr) bool
+	rn     int
+	rerrno syscall.Errno
+	ahead  []byte // its unread part
 }
 
 // New wraps c.

@@ -33,38 +33,53 @@ func rawConnOf(c net.Conn) syscall.RawConn {
 // any frame larger than it (a 170-byte send through the 128-byte buffer of
 // an idle session), on top of the EAGAIN that every wait costs.
 func (c *Conn) readChunk() (int, error) {
-	var n int
-	var errno error
-	err := c.raw.Read(func(fd uintptr) bool {
-		if c.chunk == nil {
-			if c.busy {
-				c.chunk = chunks.Get().(*[]byte)
-			} else {
-				c.chunk = smallChunks.Get().(*[]byte)
-			}
-		}
-		for {
-			n, errno = syscall.Read(int(fd), *c.chunk)
-			if errno != syscall.EINTR {
-				break
-			}
-		}
-		if errno == syscall.EAGAIN {
-			c.releaseChunk()
-			return false
-		}
-		return true
-	})
+	if c.readFn == nil {
+		// Made once per connection: a closure per call would cost
+		// allocations per frame.
+		c.readFn = c.readOnce
+	}
+	err := c.raw.Read(c.readFn)
+	n, errno := c.rn, c.rerrno
+	var rerr error
 	switch {
 	case err != nil: // closed, or past the read deadline
-		n, errno = 0, err
-	case errno != nil:
-		n, errno = 0, os.NewSyscallError("read", errno)
+		n, rerr = 0, err
+	case errno != 0:
+		n, rerr = 0, os.NewSyscallError("read", errno)
 	case n == 0:
-		errno = io.EOF
+		rerr = io.EOF
 	}
 	if n == 0 && c.chunk != nil {
 		c.releaseChunk()
 	}
-	return n, errno
+	return n, rerr
+}
+
+// readOnce is readChunk's attempt on the socket's descriptor; false means
+// wait until it is readable.
+func (c *Conn) readOnce(fd uintptr) bool {
+	if c.chunk == nil {
+		if c.busy {
+			c.chunk = chunks.Get().(*[]byte)
+		} else {
+			c.chunk = smallChunks.Get().(*[]byte)
+		}
+	}
+	for {
+		n, err := syscall.Read(int(fd), *c.chunk)
+		c.rn, c.rerrno = n, 0
+		if errno, ok := err.(syscall.Errno); ok {
+			c.rn, c.rerrno = 0, errno
+		} else if err != nil {
+			c.rn, c.rerrno = 0, syscall.EIO
+		}
+		if c.rerrno != syscall.EINTR {
+			break
+		}
+	}
+	if c.rerrno == syscall.EAGAIN {
+		c.releaseChunk()
+		return false
+	}
+	return true
 }
