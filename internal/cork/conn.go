@@ -35,6 +35,8 @@ type Conn struct {
 
 	// readChunk's callback and its outcome (read_unix.go).
 	readFn func(fd uintptr) bool
+	rp     []byte // the caller's buffer during readChunk
+	tries  int
 	rn     int
 	rerrno syscall.Errno
 	ahead  []byte // its unread part
@@ -171,9 +173,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	if c.raw != nil && len(p) < ChunkSize {
-		n, err := c.readChunk()
-		if n == 0 {
-			return 0, err
+		n, inP, err := c.readChunk(p)
+		if n == 0 || inP {
+			c.busy = n == len(p)
+			return n, err
 		}
 		c.busy = n == len(*c.chunk)
 		m := copy(p, (*c.chunk)[:n])

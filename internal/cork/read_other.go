@@ -9,4 +9,4 @@ import (
 
 func rawConnOf(net.Conn) syscall.RawConn { return nil }
 
-func (c *Conn) readChunk() (int, error) { panic("cork: no raw connection") }
+func (c *Conn) readChunk([]byte) (int, bool, error) { panic("cork: no raw connection") }
