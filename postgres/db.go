@@ -50,6 +50,8 @@ type Options struct {
 	Redis       redis.UniversalClient
 	RedisPrefix string
 	RedisAlloc  seq.RedisAllocOptions
+
+	links *linker // shared by the DB and its writer (files.go)
 }
 
 // WriterMetrics observes the group commit.
@@ -109,6 +111,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres %s: %w", where, err)
 	}
+	opts.links = &linker{}
 	db := &DB{pool: pool, opts: opts}
 	var seqs seqSource = rowSeqs{}
 	if opts.Redis != nil {

@@ -13,12 +13,6 @@ import (
 
 // Append implements chat.MessageStore.
 func (db *DB) Append(ctx context.Context, m chat.Message) chat.Pending {
-	if len(m.Attachments) > 0 {
-		// Files live in the SQLite store only (main.go turns them off
-		// here): refuse rather than store a message without them.
-		err := chat.Errorf(chat.EUnavailable, "attachments: not supported on postgres yet")
-		return func() (chat.Message, bool, error) { return chat.Message{}, false, err }
-	}
 	j := &job{msg: m}
 	if err := db.w.enqueue(ctx, j); err != nil {
 		return func() (chat.Message, bool, error) { return chat.Message{}, false, err }
@@ -47,9 +41,7 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 	ok := run[:0:0]
 	for _, j := range run {
 		m := j.msg
-		if needsV11(m) {
-			j.r = result{err: errNotYet("edits, deletions, reactions, replies and mentions")}
-		} else if storable(m.Conv) && storable(m.From) && storable(m.ClientMsgID) && storable(m.Body) && storable(m.Kind) {
+		if storable(m.Conv) && storable(m.From) && storable(m.ClientMsgID) && storable(m.Body) && storable(m.Kind) {
 			ok = append(ok, j)
 		} else {
 			j.r = result{err: chat.Errorf(chat.EBadRequest, "text with a NUL byte or invalid UTF-8 cannot be stored")}
@@ -124,6 +116,7 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 	n := len(fresh)
 	convs, seqs, froms, cmids, kinds, bodies, tss := make([]string, 0, n), make([]int64, 0, n), make([]string, 0, n),
 		make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]int64, 0, n)
+	docs := make([]string, 0, n) // search vectors (search.go)
 	ts := nowMS()
 	for i, j := range run {
 		m := j.msg
@@ -142,6 +135,7 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 		m.TS = ts
 		convs, seqs, froms, cmids, kinds, bodies, tss = append(convs, m.Conv), append(seqs, m.Seq), append(froms, m.From),
 			append(cmids, m.ClientMsgID), append(kinds, m.Kind), append(bodies, m.Body), append(tss, m.TS)
+		docs = append(docs, searchDoc(m.Kind, m.Body))
 		if c.max == 0 {
 			t.touched = append(t.touched, c)
 		}
@@ -170,9 +164,10 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 	// No ON CONFLICT: the earlier sends were looked up under the write
 	// lock, so a unique violation here is a bug and fails the batch rather
 	// than storing anything twice. Queued: it leaves with COMMIT.
-	t.queue(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts)
-		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[])`,
-		convs, seqs, froms, cmids, kinds, bodies, tss)
+	t.queue(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts, search)
+		SELECT c, s, f, i, k, b, ts, NULLIF(d, '')::tsvector
+		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[]) AS u(c, s, f, i, k, b, ts, d)`,
+		convs, seqs, froms, cmids, kinds, bodies, tss, docs)
 	return nil
 }
 
@@ -322,25 +317,33 @@ func (db *DB) Messages(ctx context.Context, conv, user string, q chat.PageQuery)
 	// Rows above hi may be committed by now; they are left out, so the
 	// page is what the member row allowed at hi.
 	page := chat.Page{Messages: []chat.Message{}, MaxSeq: hi}
+	// The page and its folded state (reactions, attachments) are read in
+	// one snapshot.
+	tx, err := db.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return chat.Page{}, wrap(err)
+	}
+	defer tx.Rollback(context.Background())
 	var rows pgx.Rows
 	if q.Backward {
-		rows, err = db.pool.Query(ctx, `SELECT seq, sender_id, client_msg_id, kind, body, ts FROM messages
-			WHERE conv_id = $1 AND seq < $2 AND seq >= $3 ORDER BY seq DESC LIMIT $4`, conv, min(q.Before, hi+1), lo, q.Limit+1)
+		rows, err = tx.Query(ctx, `SELECT `+messageColumns+` FROM messages m
+			WHERE m.conv_id = $1 AND m.seq < $2 AND m.seq >= $3 ORDER BY m.seq DESC LIMIT $4`, conv, min(q.Before, hi+1), lo, q.Limit+1)
 	} else {
-		rows, err = db.pool.Query(ctx, `SELECT seq, sender_id, client_msg_id, kind, body, ts FROM messages
-			WHERE conv_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4`, conv, max(q.After, lo-1), hi, q.Limit+1)
+		rows, err = tx.Query(ctx, `SELECT `+messageColumns+` FROM messages m
+			WHERE m.conv_id = $1 AND m.seq > $2 AND m.seq <= $3 ORDER BY m.seq LIMIT $4`, conv, max(q.After, lo-1), hi, q.Limit+1)
 	}
 	if err != nil {
 		return chat.Page{}, wrap(err)
 	}
-	defer rows.Close()
 	for rows.Next() {
-		m := chat.Message{Conv: conv}
-		if err := rows.Scan(&m.Seq, &m.From, &m.ClientMsgID, &m.Kind, &m.Body, &m.TS); err != nil {
+		m, err := scanMessage(rows, conv)
+		if err != nil {
+			rows.Close()
 			return chat.Page{}, wrap(err)
 		}
 		page.Messages = append(page.Messages, m)
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
 		return chat.Page{}, wrap(err)
 	}
@@ -351,7 +354,7 @@ func (db *DB) Messages(ctx context.Context, conv, user string, q chat.PageQuery)
 	if q.Backward {
 		slices.Reverse(page.Messages)
 	}
-	return page, nil
+	return page, wrap(db.fold(ctx, tx, conv, page.Messages))
 }
 
 // missingMember tells not_found (no such conversation) from not_member.
