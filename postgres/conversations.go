@@ -3,8 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
-	"strings"
 	"sort"
+	"strings"
 
 	"github.com/imserver/imserver/chat"
 	"github.com/jackc/pgx/v5"
