@@ -111,8 +111,7 @@ func (ts *testServer) start() {
 			t.Fatalf("push sender: %v", err)
 		}
 	}
-	// Files need the SQLite store (PostgreSQL has no files yet): on
-	// PostgreSQL the file routes are off, as in main.go.
+	// Files, on either store, as in main.go.
 	var files *server.Files
 	if fdb, ok := db.(server.FileDB); ok {
 		fopts := ts.cfg.files
