@@ -111,6 +111,10 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres %s: %w", where, err)
 	}
+	if err := backfillSearch(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres %s: %w", where, err)
+	}
 	opts.links = &linker{}
 	db := &DB{pool: pool, opts: opts}
 	var seqs seqSource = rowSeqs{}

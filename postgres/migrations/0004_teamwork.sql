@@ -79,3 +79,8 @@ CREATE TABLE message_files (
 	PRIMARY KEY (conv_id, seq, pos)
 );
 CREATE INDEX message_files_file ON message_files (file_id);
+
+-- The search vectors of the messages stored before this migration are
+-- written by the next start (backfillSearch, postgres/search_backfill.go:
+-- the words are cut in Go); this row says that work is pending.
+INSERT INTO settings (name, value) VALUES ('search_backfill', '\x01') ON CONFLICT (name) DO NOTHING;
