@@ -15,6 +15,11 @@ ALTER TABLE messages ADD COLUMN mentions TEXT;
 ALTER TABLE messages ADD COLUMN edited_at BIGINT;
 ALTER TABLE messages ADD COLUMN deleted BOOLEAN;
 CREATE INDEX messages_target ON messages (conv_id, target) WHERE target IS NOT NULL;
+-- A delete or an edit updates message rows in place; the old versions
+-- (with the erased text) stay in the pages until VACUUM. messages is
+-- append-mostly and large, where autovacuum's default (20% of the table
+-- dead) would wait for ever: 1,000 dead rows plus 1% start it.
+ALTER TABLE messages SET (autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_scale_factor = 0.01);
 
 -- Search: the current body of a text message as a tsvector, written by the
 -- writer (postgres/search.go: lowercased, accents removed and cut into
