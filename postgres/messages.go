@@ -241,13 +241,14 @@ func (w *writer) earlier(t *wtx, run []*job) map[msgKey]chat.Message {
 		convs, froms, cmids = append(convs, j.msg.Conv), append(froms, j.msg.From), append(cmids, j.msg.ClientMsgID)
 	}
 	prev := make(map[msgKey]chat.Message)
-	t.queue(`SELECT m.conv_id, m.sender_id, m.client_msg_id, m.seq, m.kind, m.body, m.ts
+	// The retry gets the message as it stands (folded, as SQLite answers).
+	t.queue(`SELECT m.conv_id, `+messageColumns+`
 		FROM unnest($1::text[], $2::text[], $3::text[]) AS k(c, s, i)
 		JOIN messages m ON m.conv_id = k.c AND m.sender_id = k.s AND m.client_msg_id = k.i`,
 		convs, froms, cmids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var m chat.Message
-			if err := rows.Scan(&m.Conv, &m.From, &m.ClientMsgID, &m.Seq, &m.Kind, &m.Body, &m.TS); err != nil {
+			m, err := scanMessageConv(rows)
+			if err != nil {
 				return err
 			}
 			prev[msgKey{m.Conv, m.From, m.ClientMsgID}] = m

@@ -33,18 +33,28 @@ const messageColumns = `m.seq, m.sender_id, m.client_msg_id, m.kind, m.body, m.t
 // scanMessage reads a row of messageColumns.
 func scanMessage(s pgx.Row, conv string) (chat.Message, error) {
 	m := chat.Message{Conv: conv}
+	return m, scanInto(s, &m)
+}
+
+// scanMessageConv reads a row of conv_id and messageColumns.
+func scanMessageConv(s pgx.Row) (chat.Message, error) {
+	var m chat.Message
+	return m, scanInto(s, &m, &m.Conv)
+}
+
+func scanInto(s pgx.Row, m *chat.Message, first ...any) error {
 	var target, replyTo, editedAt *int64
 	var emoji, mentions *string
 	var deleted *bool
-	if err := s.Scan(&m.Seq, &m.From, &m.ClientMsgID, &m.Kind, &m.Body, &m.TS, &target, &emoji, &m.On, &replyTo, &mentions, &editedAt, &deleted); err != nil {
-		return m, err
+	if err := s.Scan(append(first, &m.Seq, &m.From, &m.ClientMsgID, &m.Kind, &m.Body, &m.TS, &target, &emoji, &m.On, &replyTo, &mentions, &editedAt, &deleted)...); err != nil {
+		return err
 	}
 	m.Target, m.Emoji, m.ReplyTo, m.EditedAt = deref(target), derefS(emoji), deref(replyTo), deref(editedAt)
 	m.Deleted = deleted != nil && *deleted
 	if mentions != nil && *mentions != "" {
 		m.Mentions = strings.Fields(*mentions)
 	}
-	return m, nil
+	return nil
 }
 
 func deref(p *int64) int64 {

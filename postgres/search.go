@@ -190,18 +190,10 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 	}
 	var hits []chat.Message
 	for rows.Next() {
-		var conv string
-		var m chat.Message
-		var target, replyTo, editedAt *int64
-		var emoji, mentions *string
-		var deleted *bool
-		if err := rows.Scan(&conv, &m.Seq, &m.From, &m.ClientMsgID, &m.Kind, &m.Body, &m.TS, &target, &emoji, &m.On, &replyTo, &mentions, &editedAt, &deleted); err != nil {
+		m, err := scanMessageConv(rows)
+		if err != nil {
 			rows.Close()
 			return res, wrap(err)
-		}
-		m.Conv, m.ReplyTo, m.EditedAt = conv, deref(replyTo), deref(editedAt)
-		if mentions != nil && *mentions != "" {
-			m.Mentions = strings.Fields(*mentions)
 		}
 		hits = append(hits, m)
 	}
