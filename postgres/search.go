@@ -177,12 +177,14 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 		WHERE m.search @@ $1::tsquery AND m.seq >= mb.min_seq AND m.seq <= COALESCE(mb.max_seq, c.max_seq)`
 	args := []any{tsq, user, limit + 1}
 	if q.Conv != "" {
-		query += ` AND m.conv_id = $4`
 		args = append(args, q.Conv)
-		if q.BeforeSeq > 0 {
-			query += ` AND m.seq < $5`
-			args = append(args, q.BeforeSeq)
-		}
+		query += ` AND m.conv_id = $` + strconv.Itoa(len(args))
+	}
+	if q.BeforeSeq > 0 {
+		// Paging within conv; without it, below that seq in every
+		// conversation (the contract allows it).
+		args = append(args, q.BeforeSeq)
+		query += ` AND m.seq < $` + strconv.Itoa(len(args))
 	}
 	rows, err := tx.Query(ctx, query+` ORDER BY m.ts DESC, m.conv_id DESC, m.seq DESC LIMIT $3`, args...)
 	if err != nil {

@@ -220,7 +220,13 @@ func testSearchVisibleRanges(t *testing.T, o Opener) {
 	if len(res.Results) != 1 || res.Results[0].Message.Seq != 1 || !res.Completed || res.Results[0].Snippet != "apple one" {
 		t.Errorf("before_seq 2: %+v", res)
 	}
-	sq.BeforeSeq, sq.Limit = 0, 1
+	sq.Conv = ""
+	res, err = db.Search(ctx, "u", sq)
+	must(t, err)
+	if len(res.Results) != 2 || res.Results[0].Conv != "h" || res.Results[0].Message.Seq != 1 || res.Results[1].Conv != "g" || res.Results[1].Message.Seq != 1 {
+		t.Errorf("before_seq 2 in every conversation: %+v", res)
+	}
+	sq.Conv, sq.BeforeSeq, sq.Limit = "g", 0, 1
 	res, err = db.Search(ctx, "u", sq)
 	must(t, err)
 	if len(res.Results) != 1 || res.Results[0].Message.Seq != 2 || res.Completed {
