@@ -117,7 +117,7 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 	convs, seqs, froms, cmids, kinds, bodies, tss := make([]string, 0, n), make([]int64, 0, n), make([]string, 0, n),
 		make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]int64, 0, n)
 	docs := make([]string, 0, n) // search vectors (search.go)
-	ts := nowMS()
+	ts := w.opts.Clock()
 	for i, j := range run {
 		m := j.msg
 		k := msgKey{m.Conv, m.From, m.ClientMsgID}

@@ -158,7 +158,7 @@ func (w *writer) appendV11(t *wtx, j *job) error {
 		}
 		return err
 	}
-	m.Seq, m.TS = first, nowMS()
+	m.Seq, m.TS = first, w.opts.Clock()
 	if _, err := t.Exec(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, search)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULLIF($13, '')::tsvector)`,
 		m.Conv, m.Seq, m.From, m.ClientMsgID, m.Kind, m.Body, m.TS, nullInt(m.Target), nullString(m.Emoji), m.On,
