@@ -33,32 +33,58 @@ const maxLexemeBytes = 2000
 // maxPosition is the largest position a tsvector records.
 const maxPosition = 16383
 
-// words cuts s into search words: lowercased, without accents.
+// isWordRune reports whether r belongs to a word: letters, digits and
+// private-use characters, as unicode61's default categories.
+func isWordRune(r rune) bool {
+	if r < utf8.RuneSelf {
+		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
+	}
+	return unicode.IsLetter(r) || unicode.Is(unicode.N, r) || unicode.Is(unicode.Co, r)
+}
+
+// eachWord calls f with the words of s in order: lowercased, without
+// accents (decomposed, combining marks dropped; a mark does not split a
+// word). A word longer than maxLexemeBytes is cut.
+func eachWord(s string, f func(w []byte)) {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if !ascii {
+		s = norm.NFD.String(s)
+	}
+	var buf [64]byte
+	w := buf[:0]
+	for _, r := range s {
+		switch {
+		case r >= utf8.RuneSelf && unicode.Is(unicode.Mn, r):
+		case isWordRune(r):
+			switch {
+			case len(w) >= maxLexemeBytes:
+			case 'A' <= r && r <= 'Z':
+				w = append(w, byte(r)+'a'-'A')
+			case r < utf8.RuneSelf:
+				w = append(w, byte(r))
+			default:
+				w = utf8.AppendRune(w, unicode.ToLower(r))
+			}
+		case len(w) > 0:
+			f(w)
+			w = w[:0]
+		}
+	}
+	if len(w) > 0 {
+		f(w)
+	}
+}
+
+// words returns the search words of s (eachWord).
 func words(s string) []string {
 	var out []string
-	var b strings.Builder
-	end := func() {
-		if b.Len() > 0 {
-			w := b.String()
-			if len(w) > maxLexemeBytes {
-				w = strings.ToValidUTF8(w[:maxLexemeBytes], "")
-			}
-			out = append(out, w)
-			b.Reset()
-		}
-	}
-	for _, r := range norm.NFD.String(s) {
-		switch {
-		case unicode.Is(unicode.Mn, r):
-			// A combining mark (an accent once decomposed) is dropped
-			// and does not split the word.
-		case unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.N, r) || unicode.Is(unicode.Co, r):
-			b.WriteRune(unicode.ToLower(r))
-		default:
-			end()
-		}
-	}
-	end()
+	eachWord(s, func(w []byte) { out = append(out, string(w)) })
 	return out
 }
 
@@ -68,25 +94,25 @@ func quoteLexeme(w string) string {
 }
 
 // searchDoc returns the tsvector literal of a message of kind with body,
-// "" when it is not searchable (only text with words is).
+// "" when it is not searchable (only text with words is). Words hold no
+// quote or backslash (isWordRune), so they are written as they are.
 func searchDoc(kind, body string) string {
 	if kind != chat.KindText || body == "" {
 		return ""
 	}
-	ws := words(body)
-	if len(ws) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	for i, w := range ws {
-		if i > 0 {
-			b.WriteByte(' ')
+	b := make([]byte, 0, len(body)+len(body)/2+8)
+	pos := 0
+	eachWord(body, func(w []byte) {
+		if pos > 0 {
+			b = append(b, ' ')
 		}
-		b.WriteString(quoteLexeme(w))
-		b.WriteByte(':')
-		b.WriteString(strconv.Itoa(min(i+1, maxPosition)))
-	}
-	return b.String()
+		pos++
+		b = append(b, '\'')
+		b = append(b, w...)
+		b = append(b, '\'', ':')
+		b = strconv.AppendInt(b, int64(min(pos, maxPosition)), 10)
+	})
+	return string(b)
 }
 
 // searchQuery turns the match expression of chat.ParseSearch (quoted
