@@ -225,7 +225,16 @@ func (db *DB) fold(ctx context.Context, q queryer, conv string, msgs []chat.Mess
 	if err := foldReactions(rows, msgs); err != nil {
 		return err
 	}
-	rows, err = q.Query(ctx, `SELECT mf.seq, `+fileColumns+` FROM message_files mf JOIN files f ON f.id = mf.file_id
+	return db.foldFiles(ctx, q, conv, msgs)
+}
+
+// foldFiles sets the attachments of msgs (ascending seqs of conv).
+func (db *DB) foldFiles(ctx context.Context, q queryer, conv string, msgs []chat.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	lo, hi := msgs[0].Seq, msgs[len(msgs)-1].Seq
+	rows, err := q.Query(ctx, `SELECT mf.seq, `+fileColumns+` FROM message_files mf JOIN files f ON f.id = mf.file_id
 		WHERE mf.conv_id = $1 AND mf.seq BETWEEN $2 AND $3 ORDER BY mf.seq, mf.pos`, conv, lo, hi)
 	if err != nil {
 		return err

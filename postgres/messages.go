@@ -318,30 +318,28 @@ func (db *DB) Messages(ctx context.Context, conv, user string, q chat.PageQuery)
 	// Rows above hi may be committed by now; they are left out, so the
 	// page is what the member row allowed at hi.
 	page := chat.Page{Messages: []chat.Message{}, MaxSeq: hi}
-	// The page and its folded state (reactions, attachments) are read in
-	// one snapshot.
-	tx, err := db.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return chat.Page{}, wrap(err)
-	}
-	defer tx.Rollback(context.Background())
+	// One statement reads the page with its reactions (folded per row)
+	// and whether each message has attachments; those, rare, are read
+	// after it.
 	var rows pgx.Rows
 	if q.Backward {
-		rows, err = tx.Query(ctx, `SELECT `+messageColumns+` FROM messages m
+		rows, err = db.pool.Query(ctx, `SELECT `+pageColumns+` FROM messages m
 			WHERE m.conv_id = $1 AND m.seq < $2 AND m.seq >= $3 ORDER BY m.seq DESC LIMIT $4`, conv, min(q.Before, hi+1), lo, q.Limit+1)
 	} else {
-		rows, err = tx.Query(ctx, `SELECT `+messageColumns+` FROM messages m
+		rows, err = db.pool.Query(ctx, `SELECT `+pageColumns+` FROM messages m
 			WHERE m.conv_id = $1 AND m.seq > $2 AND m.seq <= $3 ORDER BY m.seq LIMIT $4`, conv, max(q.After, lo-1), hi, q.Limit+1)
 	}
 	if err != nil {
 		return chat.Page{}, wrap(err)
 	}
+	files := false
 	for rows.Next() {
-		m, err := scanMessage(rows, conv)
+		m, hasFiles, err := scanPageRow(rows, conv)
 		if err != nil {
 			rows.Close()
 			return chat.Page{}, wrap(err)
 		}
+		files = files || hasFiles
 		page.Messages = append(page.Messages, m)
 	}
 	rows.Close()
@@ -355,7 +353,10 @@ func (db *DB) Messages(ctx context.Context, conv, user string, q chat.PageQuery)
 	if q.Backward {
 		slices.Reverse(page.Messages)
 	}
-	return page, wrap(db.fold(ctx, tx, conv, page.Messages))
+	if !files {
+		return page, nil
+	}
+	return page, wrap(db.foldFiles(ctx, db.pool, conv, page.Messages))
 }
 
 // missingMember tells not_found (no such conversation) from not_member.

@@ -30,10 +30,34 @@ func isV11(j *job) bool { return j.fn == nil && needsV11(j.msg) }
 // messageColumns are the columns scanMessage reads, from table alias m.
 const messageColumns = `m.seq, m.sender_id, m.client_msg_id, m.kind, m.body, m.ts, m.target, m.emoji, m.reaction_on, m.reply_to, m.mentions, m.edited_at, m.deleted`
 
+// pageColumns are messageColumns with the message's reactions, emoji and
+// users in the order of their reaction messages (index look-ups of each
+// row), and whether it has attachments: a page is one statement.
+const pageColumns = messageColumns + `,
+	(SELECT array_agg(r.emoji ORDER BY r.seq) FROM reactions r WHERE r.conv_id = m.conv_id AND r.target = m.seq),
+	(SELECT array_agg(r.user_id ORDER BY r.seq) FROM reactions r WHERE r.conv_id = m.conv_id AND r.target = m.seq),
+	EXISTS (SELECT 1 FROM message_files mf WHERE mf.conv_id = m.conv_id AND mf.seq = m.seq)`
+
+// scanPageRow reads a row of pageColumns.
+func scanPageRow(s pgx.Row, conv string) (chat.Message, bool, error) {
+	m := chat.Message{Conv: conv}
+	var emoji, users []string
+	var files bool
+	if err := scanInto(s, &m, nil, &emoji, &users, &files); err != nil {
+		return m, false, err
+	}
+	if m.Kind == chat.KindText {
+		for i := range min(len(emoji), len(users)) {
+			m.Reactions = addReaction(m.Reactions, emoji[i], users[i])
+		}
+	}
+	return m, files, nil
+}
+
 // scanMessage reads a row of messageColumns.
 func scanMessage(s pgx.Row, conv string) (chat.Message, error) {
 	m := chat.Message{Conv: conv}
-	return m, scanInto(s, &m)
+	return m, scanInto(s, &m, nil)
 }
 
 // scanMessageConv reads a row of conv_id and messageColumns.
@@ -42,11 +66,18 @@ func scanMessageConv(s pgx.Row) (chat.Message, error) {
 	return m, scanInto(s, &m, &m.Conv)
 }
 
-func scanInto(s pgx.Row, m *chat.Message, first ...any) error {
+// scanInto scans a row of first (nil for none), messageColumns and then
+// more into m.
+func scanInto(s pgx.Row, m *chat.Message, first any, more ...any) error {
 	var target, replyTo, editedAt *int64
 	var emoji, mentions *string
 	var deleted *bool
-	if err := s.Scan(append(first, &m.Seq, &m.From, &m.ClientMsgID, &m.Kind, &m.Body, &m.TS, &target, &emoji, &m.On, &replyTo, &mentions, &editedAt, &deleted)...); err != nil {
+	dest := make([]any, 0, 14+len(more))
+	if first != nil {
+		dest = append(dest, first)
+	}
+	dest = append(dest, &m.Seq, &m.From, &m.ClientMsgID, &m.Kind, &m.Body, &m.TS, &target, &emoji, &m.On, &replyTo, &mentions, &editedAt, &deleted)
+	if err := s.Scan(append(dest, more...)...); err != nil {
 		return err
 	}
 	m.Target, m.Emoji, m.ReplyTo, m.EditedAt = deref(target), derefS(emoji), deref(replyTo), deref(editedAt)
