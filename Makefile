@@ -29,7 +29,7 @@ run:
 # The protocol tests that exercise storage (accounts, conversations,
 # messages, dedup, paging, reads, acks, sync) run a second time on
 # PostgreSQL (started by the tests); `make test-postgres` runs all of them.
-PG_SERVER_TESTS ?= ^Test(Register.*|Login|Logout|TokensSurviveRestart|Me|UserSearch|BadHTTP|Direct.*|Group|UnknownConversation|NonMember|AddMembers|Kick|Leave|ClearHistory|Send.*|Dedup.*|OrderingConcurrentSenders|LiveDelivery|Paging.*|Acks.*|Read.*|GroupReceiptsNameOthers|SequencesAndChanges|ChangesLimits|UnreadCounts|Invite.*|Mute|AdminDisableUser|Push(DirectMessage|PreviewOff|GoneDropsSubscription|SubscriptionBadInput|SubscriptionsBounded|PrivateEndpointsRefused|HangingEndpoint))$$
+PG_SERVER_TESTS ?= ^Test(Register.*|Login|Logout|TokensSurviveRestart|Me|UserSearch|BadHTTP|Direct.*|Group|UnknownConversation|NonMember|AddMembers|Kick|Leave|ClearHistory|Send.*|Dedup.*|OrderingConcurrentSenders|LiveDelivery|Paging.*|Acks.*|Read.*|GroupReceiptsNameOthers|SequencesAndChanges|ChangesLimits|UnreadCounts|Invite.*|Mute|AdminDisableUser|Push(DirectMessage|PreviewOff|GoneDropsSubscription|SubscriptionBadInput|SubscriptionsBounded|PrivateEndpointsRefused|HangingEndpoint)|MutationsAreMessages|UnreadCountsText|DeleteRights|RepliesAndMentions|Mutation(BadInput|RaceInOneBatch)|Search|SearchBadInput|Typing|Presence|File(AttachAndServe|VisibleRange|DedupAndSweep|BadInput|sTwoNodesSharedDir)|UploadMemory|DeleteErasesAttachments|DeleteWhileUploadingSameBytes|RetentionOverHTTP|EditOfOlderMessageRedacted|SearchNUL)$$
 
 test:
 	$(GO) test -race -count=1 ./...

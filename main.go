@@ -151,10 +151,17 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		db.Close()
 		return err
 	}
-	// Files keep their metadata in the SQLite store only: on PostgreSQL
-	// the file routes are off (uploads answer 404) until it has them.
+	// Files: metadata in the store, bytes in files.dir. On PostgreSQL
+	// there is no database file to put them beside, and every node must
+	// use the same directory (docs/scaling.md): without files.dir the file
+	// routes are off (uploads answer 404).
 	var fileSvc *server.Files
-	if fdb, ok := db.(server.FileDB); ok {
+	fdb, ok := db.(server.FileDB)
+	if ok && isPostgres(cfg.DB) && cfg.Files.Dir == "" {
+		ok = false
+		log.Warn("files are off: on PostgreSQL set files.dir to a directory every node shares", "db", dbName)
+	}
+	if ok {
 		fileSvc, err = server.OpenFiles(ctx, fdb, server.FilesOptions{
 			Dir:            cfg.filesDir(),
 			MaxFileBytes:   cfg.Limits.MaxFileBytes,
@@ -169,8 +176,6 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 			db.Close()
 			return err
 		}
-	} else {
-		log.Warn("files are not supported on PostgreSQL yet: uploads and attachments are off", "db", dbName)
 	}
 	build := readBuildInfo()
 	stopAll := func() {

@@ -25,7 +25,10 @@ func migrateToPostgresCommand() *cobra.Command {
 		Long: `Copies every table of the SQLite database FILE into the PostgreSQL database
 at URL (which must hold no imserver data yet), in one transaction, then checks
 the row counts of every table and each conversation's largest seq. Stop every
-imserver using FILE first: what they write meanwhile would not be copied.`,
+imserver using FILE first: what they write meanwhile would not be copied.
+The search vectors of the copied messages are written after the copy.
+Uploaded files' bytes are not in the database: copy the files directory
+(files.dir, or FILE-files) to the directory the PostgreSQL nodes share.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -141,7 +144,11 @@ func migrateToPostgres(ctx context.Context, from, to string, out io.Writer) erro
 		if _, err := ptx.Exec(ctx, `DELETE FROM `+pgx.Identifier{table}.Sanitize()); err != nil {
 			return err
 		}
-		n, err := copyTable(ctx, stx, ptx, table, both)
+		bools, err := pgBoolColumns(ctx, ptx, table)
+		if err != nil {
+			return err
+		}
+		n, err := copyTable(ctx, stx, ptx, table, both, bools)
 		if err != nil {
 			return fmt.Errorf("copy %s: %w", table, err)
 		}
@@ -150,9 +157,21 @@ func migrateToPostgres(ctx context.Context, from, to string, out io.Writer) erro
 	if err := checkCopy(ctx, stx, ptx, copies); err != nil {
 		return err
 	}
+	// The search vectors are cut from the copied bodies by the store's
+	// backfill (postgres/search_backfill.go), which this row asks for; it
+	// runs at the next Open, below.
+	if _, err := ptx.Exec(ctx, `INSERT INTO settings (name, value) VALUES ('search_backfill', '\x01') ON CONFLICT (name) DO NOTHING`); err != nil {
+		return err
+	}
 	if err := ptx.Commit(ctx); err != nil {
 		return err
 	}
+	pdb.Close()
+	again, err := postgres.Open(ctx, to, postgres.Options{})
+	if err != nil {
+		return fmt.Errorf("search vectors: %w", err)
+	}
+	again.Close()
 	for _, c := range copies {
 		fmt.Fprintf(out, "%-24s %d rows\n", c.name, c.rows)
 	}
@@ -250,8 +269,25 @@ func quoteCols(cols []string) string {
 	return strings.Join(q, ", ")
 }
 
-// copyTable streams table's rows into PostgreSQL with COPY.
-func copyTable(ctx context.Context, stx *sql.Tx, ptx pgx.Tx, table string, cols []string) (int64, error) {
+// pgBoolColumns returns the boolean columns of table: SQLite stores them
+// as integers.
+func pgBoolColumns(ctx context.Context, tx pgx.Tx, table string) (map[string]bool, error) {
+	rows, err := tx.Query(ctx, `SELECT column_name FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = $1 AND data_type = 'boolean'`, table)
+	if err != nil {
+		return nil, err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	out := make(map[string]bool, len(names))
+	for _, n := range names {
+		out[n] = true
+	}
+	return out, err
+}
+
+// copyTable streams table's rows into PostgreSQL with COPY; the integers
+// of bools' columns become booleans.
+func copyTable(ctx context.Context, stx *sql.Tx, ptx pgx.Tx, table string, cols []string, bools map[string]bool) (int64, error) {
 	rows, err := stx.QueryContext(ctx, `SELECT `+quoteCols(cols)+` FROM "`+table+`"`)
 	if err != nil {
 		return 0, err
@@ -270,6 +306,11 @@ func copyTable(ctx context.Context, stx *sql.Tx, ptx pgx.Tx, table string, cols 
 		if err := rows.Scan(ptrs...); err != nil {
 			scanErr = err
 			return nil, err
+		}
+		for i, c := range cols {
+			if v, ok := vals[i].(int64); ok && bools[c] {
+				vals[i] = v != 0
+			}
 		}
 		return vals, nil
 	}))

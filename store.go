@@ -63,10 +63,6 @@ type storeOptions struct {
 func openStore(ctx context.Context, cfg Config, o storeOptions) (store, string, error) {
 	alloc := seq.RedisAllocOptions{GroupBlock: cfg.Seq.GroupBlock, DirectBlock: cfg.Seq.DirectBlock}
 	if isPostgres(cfg.DB) {
-		if cfg.Retention.Days > 0 {
-			// Refused rather than keeping what the operator asked to delete.
-			return nil, "postgres", chat.Errorf(chat.EUnavailable, "retention: not supported on postgres yet (set retention.days to 0)")
-		}
 		db, err := postgres.Open(ctx, cfg.DB, postgres.Options{
 			BatchSize:    cfg.Postgres.BatchSize,
 			BatchDelay:   cfg.Postgres.BatchDelay,
@@ -77,6 +73,7 @@ func openStore(ctx context.Context, cfg Config, o storeOptions) (store, string, 
 			Redis:        o.redis,
 			RedisPrefix:  cfg.RedisPrefix,
 			RedisAlloc:   alloc,
+			Retention:    time.Duration(cfg.Retention.Days) * 24 * time.Hour,
 		})
 		return db, "postgres", err
 	}

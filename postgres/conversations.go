@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 
 	"github.com/imserver/imserver/chat"
 	"github.com/jackc/pgx/v5"
@@ -252,18 +253,28 @@ func (db *DB) Roster(ctx context.Context, conv string) (chat.Roster, error) {
 
 // entrySelect reads a user's conversation entries. The entry's version is
 // the member row's, or the conversation's while the user is a member; $1 is
-// the user. It is a subquery so that callers can filter on v.
+// the user. It is a subquery so that callers can filter on v. Unread
+// counts the seqs past the read marker but the uncounted ones (mutations,
+// deleted messages: few); last_message is the newest text message still
+// there; mentioned counts the unread ones that mention the user.
 const entrySelect = `SELECT * FROM (SELECT c.id AS cid, c.kind AS ckind, c.name AS cname, c.members_count, m.role, m.min_seq, m.max_seq AS left_seq,
 	COALESCE(m.max_seq, c.max_seq) AS hi, m.last_ack_seq, m.read_seq,
 	GREATEST(m.version, CASE WHEN m.max_seq IS NULL THEN c.version ELSE 0 END) AS v,
 	pu.id AS pid, pu.username AS pname, pu.display_name AS pdisplay,
 	lm.seq AS lseq, lm.sender_id AS lfrom, lm.client_msg_id AS lcmid, lm.kind AS lkind, lm.body AS lbody, lm.ts AS lts,
+	lm.reply_to AS lreply, lm.mentions AS lmentions, lm.edited_at AS ledited,
+	(SELECT COUNT(*) FROM uncounted un WHERE un.conv_id = c.id
+		AND un.seq > GREATEST(m.read_seq, m.min_seq - 1) AND un.seq <= COALESCE(m.max_seq, c.max_seq)) AS uncounted,
+	(SELECT COUNT(*) FROM mentions mn WHERE mn.user_id = m.user_id AND mn.conv_id = c.id
+		AND mn.seq > GREATEST(m.read_seq, m.min_seq - 1) AND mn.seq <= COALESCE(m.max_seq, c.max_seq)) AS mentioned,
 	m.muted_until
 FROM members m
 JOIN conversations c ON c.id = m.conv_id
 LEFT JOIN members pm ON c.kind = 'direct' AND pm.conv_id = c.id AND pm.user_id <> m.user_id
 LEFT JOIN users pu ON pu.id = pm.user_id
-LEFT JOIN messages lm ON lm.conv_id = c.id AND lm.seq = COALESCE(m.max_seq, c.max_seq) AND lm.seq >= m.min_seq
+LEFT JOIN messages lm ON lm.conv_id = c.id AND lm.seq = (SELECT l.seq FROM messages l WHERE l.conv_id = c.id
+	AND l.seq <= COALESCE(m.max_seq, c.max_seq) AND l.seq >= m.min_seq AND l.kind = 'text' AND l.deleted IS NULL
+	ORDER BY l.seq DESC LIMIT 1)
 WHERE m.user_id = $1) e`
 
 func scanEntry(s pgx.Row) (chat.Conversation, error) {
@@ -271,9 +282,11 @@ func scanEntry(s pgx.Row) (chat.Conversation, error) {
 	var maxSeq *int64
 	var pid, pname, pdisplay *string
 	var lseq, lts *int64
-	var lfrom, lcmid, lkind, lbody *string
+	var lfrom, lcmid, lkind, lbody, lmentions *string
+	var lreply, ledited *int64
+	var uncounted int64
 	err := s.Scan(&c.ID, &c.Kind, &c.Name, &c.MembersCount, &c.Role, &c.MinSeq, &maxSeq, &c.MaxSeq, &c.LastAckSeq, &c.ReadSeq, &c.Version,
-		&pid, &pname, &pdisplay, &lseq, &lfrom, &lcmid, &lkind, &lbody, &lts, &c.MutedUntil)
+		&pid, &pname, &pdisplay, &lseq, &lfrom, &lcmid, &lkind, &lbody, &lts, &lreply, &lmentions, &ledited, &uncounted, &c.Mentions, &c.MutedUntil)
 	if err != nil {
 		return c, err
 	}
@@ -286,9 +299,13 @@ func scanEntry(s pgx.Row) (chat.Conversation, error) {
 		c.Name = *pdisplay
 	}
 	if lseq != nil {
-		c.LastMessage = &chat.Message{Conv: c.ID, Seq: *lseq, From: *lfrom, ClientMsgID: *lcmid, Kind: *lkind, Body: *lbody, TS: *lts}
+		c.LastMessage = &chat.Message{Conv: c.ID, Seq: *lseq, From: *lfrom, ClientMsgID: *lcmid, Kind: *lkind, Body: *lbody, TS: *lts,
+			ReplyTo: deref(lreply), EditedAt: deref(ledited)}
+		if lmentions != nil && *lmentions != "" {
+			c.LastMessage.Mentions = strings.Fields(*lmentions)
+		}
 	}
-	c.Unread = max(0, c.MaxSeq-max(c.ReadSeq, c.MinSeq-1))
+	c.Unread = max(0, c.MaxSeq-max(c.ReadSeq, c.MinSeq-1)-uncounted)
 	return c, nil
 }
 

@@ -50,6 +50,18 @@ type Options struct {
 	Redis       redis.UniversalClient
 	RedisPrefix string
 	RedisAlloc  seq.RedisAllocOptions
+
+	// Retention, when above 0, deletes messages older than it in the
+	// background (retention.go): a pass at start and every RetentionEvery
+	// (default an hour), RetentionBatch messages per transaction at most
+	// (default 500).
+	Retention      time.Duration
+	RetentionEvery time.Duration
+	RetentionBatch int
+	// Clock stamps messages (ms since the epoch); tests set it.
+	Clock func() int64
+
+	links *linker // shared by the DB and its writer (files.go)
 }
 
 // WriterMetrics observes the group commit.
@@ -62,6 +74,8 @@ type DB struct {
 	pool *pgxpool.Pool
 	opts Options
 	w    *writer
+
+	retention *retention // nil without Options.Retention
 }
 
 var _ chat.Store = (*DB)(nil)
@@ -81,6 +95,9 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	}
 	if opts.BatchTimeout <= 0 {
 		opts.BatchTimeout = 10 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = nowMS
 	}
 	if opts.OnCommit == nil {
 		opts.OnCommit = func([]chat.Message) {}
@@ -109,17 +126,26 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres %s: %w", where, err)
 	}
+	if err := backfillSearch(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres %s: %w", where, err)
+	}
+	opts.links = &linker{}
 	db := &DB{pool: pool, opts: opts}
 	var seqs seqSource = rowSeqs{}
 	if opts.Redis != nil {
 		seqs = newRedisSeqs(seq.NewRedisAllocator(opts.Redis, opts.RedisPrefix, txBounds{}, opts.RedisAlloc))
 	}
 	db.w = newWriter(pool, seqs, opts)
+	db.startRetention()
 	return db, nil
 }
 
 // Close stops the writer after the queued jobs and closes the pool.
 func (db *DB) Close() error {
+	if db.retention != nil {
+		db.retention.close()
+	}
 	db.w.close()
 	db.pool.Close()
 	return nil

@@ -13,12 +13,6 @@ import (
 
 // Append implements chat.MessageStore.
 func (db *DB) Append(ctx context.Context, m chat.Message) chat.Pending {
-	if len(m.Attachments) > 0 {
-		// Files live in the SQLite store only (main.go turns them off
-		// here): refuse rather than store a message without them.
-		err := chat.Errorf(chat.EUnavailable, "attachments: not supported on postgres yet")
-		return func() (chat.Message, bool, error) { return chat.Message{}, false, err }
-	}
 	j := &job{msg: m}
 	if err := db.w.enqueue(ctx, j); err != nil {
 		return func() (chat.Message, bool, error) { return chat.Message{}, false, err }
@@ -47,9 +41,7 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 	ok := run[:0:0]
 	for _, j := range run {
 		m := j.msg
-		if needsV11(m) {
-			j.r = result{err: errNotYet("edits, deletions, reactions, replies and mentions")}
-		} else if storable(m.Conv) && storable(m.From) && storable(m.ClientMsgID) && storable(m.Body) && storable(m.Kind) {
+		if storable(m.Conv) && storable(m.From) && storable(m.ClientMsgID) && storable(m.Body) && storable(m.Kind) {
 			ok = append(ok, j)
 		} else {
 			j.r = result{err: chat.Errorf(chat.EBadRequest, "text with a NUL byte or invalid UTF-8 cannot be stored")}
@@ -124,7 +116,8 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 	n := len(fresh)
 	convs, seqs, froms, cmids, kinds, bodies, tss := make([]string, 0, n), make([]int64, 0, n), make([]string, 0, n),
 		make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]int64, 0, n)
-	ts := nowMS()
+	docs := make([]string, 0, n) // search vectors (search.go)
+	ts := w.opts.Clock()
 	for i, j := range run {
 		m := j.msg
 		k := msgKey{m.Conv, m.From, m.ClientMsgID}
@@ -142,6 +135,7 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 		m.TS = ts
 		convs, seqs, froms, cmids, kinds, bodies, tss = append(convs, m.Conv), append(seqs, m.Seq), append(froms, m.From),
 			append(cmids, m.ClientMsgID), append(kinds, m.Kind), append(bodies, m.Body), append(tss, m.TS)
+		docs = append(docs, searchDoc(m.Kind, m.Body))
 		if c.max == 0 {
 			t.touched = append(t.touched, c)
 		}
@@ -170,9 +164,10 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 	// No ON CONFLICT: the earlier sends were looked up under the write
 	// lock, so a unique violation here is a bug and fails the batch rather
 	// than storing anything twice. Queued: it leaves with COMMIT.
-	t.queue(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts)
-		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[])`,
-		convs, seqs, froms, cmids, kinds, bodies, tss)
+	t.queue(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts, search)
+		SELECT c, s, f, i, k, b, ts, NULLIF(d, '')::tsvector
+		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[]) AS u(c, s, f, i, k, b, ts, d)`,
+		convs, seqs, froms, cmids, kinds, bodies, tss, docs)
 	return nil
 }
 
@@ -246,13 +241,14 @@ func (w *writer) earlier(t *wtx, run []*job) map[msgKey]chat.Message {
 		convs, froms, cmids = append(convs, j.msg.Conv), append(froms, j.msg.From), append(cmids, j.msg.ClientMsgID)
 	}
 	prev := make(map[msgKey]chat.Message)
-	t.queue(`SELECT m.conv_id, m.sender_id, m.client_msg_id, m.seq, m.kind, m.body, m.ts
+	// The retry gets the message as it stands (folded, as SQLite answers).
+	t.queue(`SELECT m.conv_id, `+messageColumns+`
 		FROM unnest($1::text[], $2::text[], $3::text[]) AS k(c, s, i)
 		JOIN messages m ON m.conv_id = k.c AND m.sender_id = k.s AND m.client_msg_id = k.i`,
 		convs, froms, cmids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var m chat.Message
-			if err := rows.Scan(&m.Conv, &m.From, &m.ClientMsgID, &m.Seq, &m.Kind, &m.Body, &m.TS); err != nil {
+			m, err := scanMessageConv(rows)
+			if err != nil {
 				return err
 			}
 			prev[msgKey{m.Conv, m.From, m.ClientMsgID}] = m
@@ -322,25 +318,31 @@ func (db *DB) Messages(ctx context.Context, conv, user string, q chat.PageQuery)
 	// Rows above hi may be committed by now; they are left out, so the
 	// page is what the member row allowed at hi.
 	page := chat.Page{Messages: []chat.Message{}, MaxSeq: hi}
+	// One statement reads the page with its reactions (folded per row)
+	// and whether each message has attachments; those, rare, are read
+	// after it.
 	var rows pgx.Rows
 	if q.Backward {
-		rows, err = db.pool.Query(ctx, `SELECT seq, sender_id, client_msg_id, kind, body, ts FROM messages
-			WHERE conv_id = $1 AND seq < $2 AND seq >= $3 ORDER BY seq DESC LIMIT $4`, conv, min(q.Before, hi+1), lo, q.Limit+1)
+		rows, err = db.pool.Query(ctx, `SELECT `+pageColumns+` FROM messages m
+			WHERE m.conv_id = $1 AND m.seq < $2 AND m.seq >= $3 ORDER BY m.seq DESC LIMIT $4`, conv, min(q.Before, hi+1), lo, q.Limit+1)
 	} else {
-		rows, err = db.pool.Query(ctx, `SELECT seq, sender_id, client_msg_id, kind, body, ts FROM messages
-			WHERE conv_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4`, conv, max(q.After, lo-1), hi, q.Limit+1)
+		rows, err = db.pool.Query(ctx, `SELECT `+pageColumns+` FROM messages m
+			WHERE m.conv_id = $1 AND m.seq > $2 AND m.seq <= $3 ORDER BY m.seq LIMIT $4`, conv, max(q.After, lo-1), hi, q.Limit+1)
 	}
 	if err != nil {
 		return chat.Page{}, wrap(err)
 	}
-	defer rows.Close()
+	files := false
 	for rows.Next() {
-		m := chat.Message{Conv: conv}
-		if err := rows.Scan(&m.Seq, &m.From, &m.ClientMsgID, &m.Kind, &m.Body, &m.TS); err != nil {
+		m, hasFiles, err := scanPageRow(rows, conv)
+		if err != nil {
+			rows.Close()
 			return chat.Page{}, wrap(err)
 		}
+		files = files || hasFiles
 		page.Messages = append(page.Messages, m)
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
 		return chat.Page{}, wrap(err)
 	}
@@ -351,7 +353,10 @@ func (db *DB) Messages(ctx context.Context, conv, user string, q chat.PageQuery)
 	if q.Backward {
 		slices.Reverse(page.Messages)
 	}
-	return page, nil
+	if !files {
+		return page, nil
+	}
+	return page, wrap(db.foldFiles(ctx, db.pool, conv, page.Messages))
 }
 
 // missingMember tells not_found (no such conversation) from not_member.

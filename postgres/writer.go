@@ -208,6 +208,7 @@ func (w *writer) run(batch []*job) []*job {
 	if len(t.committed) > 0 {
 		w.opts.OnCommit(t.committed)
 	}
+	w.filesFreed(t)
 	for _, j := range batch {
 		j.res <- j.r
 	}
@@ -293,8 +294,15 @@ func (w *writer) runRound(t *wtx, round []*job) error {
 			start++
 			continue
 		}
+		if isV11(round[start]) {
+			if err := w.appendV11(t, round[start]); err != nil {
+				return err
+			}
+			start++
+			continue
+		}
 		end := start + 1
-		for end < len(round) && round[end].fn == nil {
+		for end < len(round) && round[end].fn == nil && !isV11(round[end]) {
 			end++
 		}
 		if err := w.appendRun(t, round[start:end]); err != nil {

@@ -29,6 +29,7 @@ type wtx struct {
 	touched   []*convTx               // conversations appended to, in commit order
 	senders   map[[2]string]*senderTx // (conv, sender) pairs that sent
 	committed []chat.Message          // appended, in order
+	freed     []string                // file contents no row names any more
 }
 
 // convTx is what one transaction did with one conversation.

@@ -72,7 +72,11 @@ func TestDeleteErasesAttachments(t *testing.T) {
 	}
 
 	ts.stop()
-	err := filepath.WalkDir(filepath.Dir(ts.path), func(path string, d fs.DirEntry, err error) error {
+	root := filepath.Dir(ts.path) // the database and the files beside it
+	if testPG != nil {
+		root = ts.filesDir // what PostgreSQL keeps is not on our disk
+	}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}

@@ -235,7 +235,7 @@ func encodeEvent(ev *chat.Event) (frame, msg []byte, err error) {
 	switch ev.Type {
 	case chat.EventMessage:
 		// msg is a slice of the frame: batch frames copy it from there.
-		frame = make([]byte, 0, 120+len(ev.Message.Body)+len(ev.Message.ClientMsgID))
+		frame = make([]byte, 0, 32+messageCap(ev.Message))
 		frame = append(frame, `{"type":"msg","message":`...)
 		head := len(frame)
 		frame = appendMessage(frame, ev.Message)

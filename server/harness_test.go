@@ -54,6 +54,8 @@ type testServer struct {
 	db      *storage.DB // for tests that make its writes fail
 	metrics *server.Metrics
 	files   *server.Files
+	// filesDir is where a server on PostgreSQL keeps uploads.
+	filesDir string
 
 	http *http.Client
 	logs *syncBuffer
@@ -111,12 +113,18 @@ func (ts *testServer) start() {
 			t.Fatalf("push sender: %v", err)
 		}
 	}
-	// Files need the SQLite store (PostgreSQL has no files yet): on
-	// PostgreSQL the file routes are off, as in main.go.
+	// Files, on either store, as in main.go.
 	var files *server.Files
 	if fdb, ok := db.(server.FileDB); ok {
 		fopts := ts.cfg.files
-		if fopts.Dir == "" {
+		if fopts.Dir == "" && testPG != nil {
+			// No file beside which to put it: one directory per server,
+			// kept across its restarts.
+			if ts.filesDir == "" {
+				ts.filesDir = t.TempDir()
+			}
+			fopts.Dir = ts.filesDir
+		} else if fopts.Dir == "" {
 			fopts.Dir = ts.path + "-files"
 		}
 		var err error

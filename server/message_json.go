@@ -75,6 +75,14 @@ func appendMessage(b []byte, m *chat.Message) []byte {
 	return append(b, '}')
 }
 
+// messageCap is room for appendMessage's encoding of a plain text message
+// (keys, numbers, quotes and its strings), so that the frames around it
+// are allocated once: under that, append reallocates it midway, which
+// doubled the allocations of every message frame.
+func messageCap(m *chat.Message) int {
+	return 128 + len(m.Conv) + len(m.From) + len(m.ClientMsgID) + len(m.Kind) + len(m.Body) + len(m.Emoji)
+}
+
 // appendStrings appends a list of strings; nil is null, as encoding/json
 // has it.
 func appendStrings(b []byte, ss []string) []byte {
@@ -109,7 +117,7 @@ func appendString(b []byte, s string) []byte {
 
 // sentReply encodes the `sent` answer to a send.
 func sentReply(req string, m *chat.Message, dup bool) []byte {
-	b := make([]byte, 0, 96+len(m.Body)+len(m.ClientMsgID)+len(req))
+	b := make([]byte, 0, 64+len(req)+messageCap(m))
 	b = append(b, `{"type":"sent",`...)
 	if req != "" {
 		b = append(b, `"req":`...)

@@ -405,6 +405,16 @@ func (s *session) drain(prev []*outItem) []*outItem {
 // messages (read, receipt, storm, conversation) are barriers no message
 // crosses, while replies stay in place without being barriers.
 func coalesce(items []*outItem) [][]byte {
+	if !repeatsConv(items) {
+		// The common case (one message per conversation and round, as when
+		// people talk): every item is its own frame, and none of the
+		// bookkeeping below is allocated.
+		frames := make([][]byte, len(items))
+		for i, it := range items {
+			frames[i] = it.frame
+		}
+		return frames
+	}
 	type entry struct {
 		first *outItem // the item alone: its own frame
 		conv  string
@@ -440,6 +450,35 @@ func coalesce(items []*outItem) [][]byte {
 		}
 	}
 	return frames
+}
+
+// repeatsConv reports whether two messages in items are of one
+// conversation, which coalesce would then batch.
+func repeatsConv(items []*outItem) bool {
+	if len(items) > 16 {
+		seen := make(map[string]struct{}, len(items))
+		for _, it := range items {
+			if it.msg == nil {
+				continue
+			}
+			if _, ok := seen[it.conv]; ok {
+				return true
+			}
+			seen[it.conv] = struct{}{}
+		}
+		return false
+	}
+	for i, it := range items {
+		if it.msg == nil {
+			continue
+		}
+		for _, o := range items[:i] {
+			if o.msg != nil && o.conv == it.conv {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // idle stops the writer when nothing is queued; an item queued later

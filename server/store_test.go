@@ -67,6 +67,11 @@ func (ts *testServer) openStore(onCommit func([]chat.Message), onBatch func([]ch
 			OnCommit:   onCommit,
 			Metrics:    metrics,
 			Redis:      opts.Redis,
+
+			Retention:      opts.Retention,
+			RetentionEvery: opts.RetentionEvery,
+			RetentionBatch: opts.RetentionBatch,
+			Clock:          opts.Clock,
 		})
 		if err != nil {
 			t.Fatalf("postgres.Open: %v", err)

@@ -7,6 +7,7 @@ package cork
 import (
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -21,20 +22,28 @@ import (
 type Conn struct {
 	net.Conn
 
-	mu       sync.Mutex
-	corks    int     // nested corks; the last Uncork flushes
-	deadline bool    // the first Cork set a write deadline
-	buf      *[]byte // gathered while corked, from bufs
-	err      error   // a failed flush: the socket is broken, later writes fail too
+	mu    sync.Mutex
+	corks int       // nested corks; the last Uncork flushes
+	armed time.Time // the socket's write deadline, zero for none
+	buf   *[]byte   // gathered while corked, from bufs
+	err   error     // a failed flush: the socket is broken, later writes fail too
 
 	// Read state, used by the connection's single reading goroutine.
-	busy  bool    // the last read filled its buffer: more is likely waiting
-	chunk *[]byte // a read-ahead buffer from chunks while busy
-	ahead []byte  // its unread part
+	raw   syscall.RawConn // the socket's descriptor, nil when not a plain socket (read_unix.go)
+	busy  bool            // the last read filled its buffer: more is likely waiting
+	chunk *[]byte         // a read-ahead buffer from chunks while busy
+
+	// readChunk's callback and its outcome (read_unix.go).
+	readFn func(fd uintptr) bool
+	rp     []byte // the caller's buffer during readChunk
+	tries  int
+	rn     int
+	rerrno syscall.Errno
+	ahead  []byte // its unread part
 }
 
 // New wraps c.
-func New(c net.Conn) *Conn { return &Conn{Conn: c} }
+func New(c net.Conn) *Conn { return &Conn{Conn: c, raw: rawConnOf(c)} }
 
 const (
 	// FlushAt bounds what a cork gathers before it is written anyway.
@@ -47,7 +56,14 @@ const (
 var (
 	bufs   = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
 	chunks = sync.Pool{New: func() any { b := make([]byte, ChunkSize); return &b }}
+	// smallChunks serve a plain socket's reads until one fills a chunk
+	// (read_unix.go): a frame that wakes an idle session is small, and
+	// pooled buffers are dropped at every collection, so the size of what
+	// is taken per frame is what the collector sees.
+	smallChunks = sync.Pool{New: func() any { b := make([]byte, smallChunkSize); return &b }}
 )
+
+const smallChunkSize = 4 << 10
 
 // Cork gathers the following writes until the matching Uncork; corks nest.
 // A non-zero deadline, taken from the outermost Cork, bounds the socket
@@ -62,10 +78,28 @@ func (c *Conn) Cork(deadline time.Time) {
 		return
 	}
 	c.buf = bufs.Get().(*[]byte)
-	if !deadline.IsZero() {
-		c.Conn.SetWriteDeadline(deadline)
-		c.deadline = true
+	c.setDeadlineLocked(deadline)
+}
+
+// setDeadlineLocked bounds the writes that follow by deadline (none when
+// zero). Setting a socket's deadline costs a timer update, so a deadline
+// already armed is kept when it falls short of the new one by at most an
+// eighth of the time left: a session's writer, which corks every round
+// with the same timeout, re-arms it a few times per timeout instead of
+// twice per round.
+func (c *Conn) setDeadlineLocked(deadline time.Time) {
+	if deadline.IsZero() {
+		if !c.armed.IsZero() {
+			c.Conn.SetWriteDeadline(time.Time{})
+			c.armed = time.Time{}
+		}
+		return
 	}
+	if !c.armed.IsZero() && !deadline.Before(c.armed) && deadline.Sub(c.armed) <= time.Until(deadline)/8 {
+		return
+	}
+	c.Conn.SetWriteDeadline(deadline)
+	c.armed = deadline
 }
 
 // Uncork ends one Cork; the last one writes out what was gathered. Its
@@ -80,12 +114,6 @@ func (c *Conn) Uncork() error {
 	}
 	if c.err == nil {
 		c.flushLocked()
-	}
-	if c.deadline {
-		// Later writes (pongs, close frames) have timeouts of their own; a
-		// stale deadline would fail them.
-		c.Conn.SetWriteDeadline(time.Time{})
-		c.deadline = false
 	}
 	if cap(*c.buf) <= 2*FlushAt {
 		*c.buf = (*c.buf)[:0]
@@ -102,6 +130,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return 0, c.err
 	}
 	if c.corks == 0 {
+		// Uncorked writes (pongs, close frames) have timeouts of their
+		// own; the deadline a cork left armed must not fail them.
+		c.setDeadlineLocked(time.Time{})
 		return c.Conn.Write(p)
 	}
 	*c.buf = append(*c.buf, p...)
@@ -125,10 +156,13 @@ func (c *Conn) flushLocked() error {
 	return c.err
 }
 
-// Read serves the library's buffered reader. A waiting connection blocks
-// in a read into that reader's buffer and holds nothing else; once a read
-// fills it, more is probably queued in the socket, and reads go through a
-// pooled chunk, handed back as soon as it is drained.
+// Read serves the library's buffered reader. On a plain socket every read
+// goes through a pooled chunk, taken only once the socket is readable
+// (readChunk), so a frame larger than the reader's small buffer costs one
+// system call and a waiting connection holds no chunk. Elsewhere a waiting
+// connection blocks in a read into that reader's buffer; once a read fills
+// it, more is probably queued, and reads go through a chunk. Either way the
+// chunk is handed back as soon as it is drained.
 func (c *Conn) Read(p []byte) (int, error) {
 	if len(c.ahead) > 0 {
 		n := copy(p, c.ahead)
@@ -137,6 +171,20 @@ func (c *Conn) Read(p []byte) (int, error) {
 			c.releaseChunk()
 		}
 		return n, nil
+	}
+	if c.raw != nil && len(p) < ChunkSize {
+		n, inP, err := c.readChunk(p)
+		if n == 0 || inP {
+			c.busy = n == len(p)
+			return n, err
+		}
+		c.busy = n == len(*c.chunk)
+		m := copy(p, (*c.chunk)[:n])
+		c.ahead = (*c.chunk)[m:n]
+		if len(c.ahead) == 0 {
+			c.releaseChunk()
+		}
+		return m, err
 	}
 	if !c.busy || len(p) >= ChunkSize {
 		n, err := c.Conn.Read(p)
@@ -155,6 +203,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 }
 
 func (c *Conn) releaseChunk() {
-	chunks.Put(c.chunk)
+	if len(*c.chunk) == smallChunkSize {
+		smallChunks.Put(c.chunk)
+	} else {
+		chunks.Put(c.chunk)
+	}
 	c.chunk, c.ahead = nil, nil
 }

@@ -51,6 +51,8 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"DeleteUser", testDeleteUser},
 		{"Invites", testInvites},
 		{"AdminAndNotify", testAdminAndNotify},
+		{"MutationsInOneBatch", testMutationsInOneBatch},
+		{"SearchVisibleRanges", testSearchVisibleRanges},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newDB(t)) })

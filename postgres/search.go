@@ -1,0 +1,257 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/imserver/imserver/chat"
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/text/unicode/norm"
+)
+
+// Search on PostgreSQL: messages.search holds the words of a current text
+// body as a tsvector (GIN index, migration 0004). The words are cut here,
+// not by PostgreSQL's parser, the way SQLite's unicode61 tokenizer with
+// remove_diacritics cuts them (storage/search.go): runs of letters and
+// digits, lowercased, accents removed. Both stores thus find the same
+// messages for the same query, and nothing depends on the unaccent
+// extension, which a managed PostgreSQL may not let us create. The vector
+// and the query are written as literals (word:position), never parsed as
+// prose by PostgreSQL.
+
+// snippetRunes is the length of a search result's snippet (as SQLite's).
+const snippetRunes = 120
+
+// maxLexemeBytes keeps a word within what a tsvector takes (2 KiB); longer
+// runs are cut.
+const maxLexemeBytes = 2000
+
+// maxPosition is the largest position a tsvector records.
+const maxPosition = 16383
+
+// isWordRune reports whether r belongs to a word: letters, digits and
+// private-use characters, as unicode61's default categories.
+func isWordRune(r rune) bool {
+	if r < utf8.RuneSelf {
+		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
+	}
+	return unicode.IsLetter(r) || unicode.Is(unicode.N, r) || unicode.Is(unicode.Co, r)
+}
+
+// eachWord calls f with the words of s in order: lowercased, without
+// accents (decomposed, combining marks dropped; a mark does not split a
+// word). A word longer than maxLexemeBytes is cut.
+func eachWord(s string, f func(w []byte)) {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if !ascii {
+		s = norm.NFD.String(s)
+	}
+	var buf [64]byte
+	w := buf[:0]
+	for _, r := range s {
+		switch {
+		case r >= utf8.RuneSelf && unicode.Is(unicode.Mn, r):
+		case isWordRune(r):
+			switch {
+			case len(w) >= maxLexemeBytes:
+			case 'A' <= r && r <= 'Z':
+				w = append(w, byte(r)+'a'-'A')
+			case r < utf8.RuneSelf:
+				w = append(w, byte(r))
+			default:
+				w = utf8.AppendRune(w, unicode.ToLower(r))
+			}
+		case len(w) > 0:
+			f(w)
+			w = w[:0]
+		}
+	}
+	if len(w) > 0 {
+		f(w)
+	}
+}
+
+// words returns the search words of s (eachWord).
+func words(s string) []string {
+	var out []string
+	eachWord(s, func(w []byte) { out = append(out, string(w)) })
+	return out
+}
+
+// quoteLexeme quotes w for a tsvector or tsquery literal.
+func quoteLexeme(w string) string {
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(w, `\`, `\\`), "'", "''") + "'"
+}
+
+// searchDoc returns the tsvector literal of a message of kind with body,
+// "" when it is not searchable (only text with words is). Words hold no
+// quote or backslash (isWordRune), so they are written as they are.
+func searchDoc(kind, body string) string {
+	if kind != chat.KindText || body == "" {
+		return ""
+	}
+	b := make([]byte, 0, len(body)+len(body)/2+8)
+	pos := 0
+	eachWord(body, func(w []byte) {
+		if pos > 0 {
+			b = append(b, ' ')
+		}
+		pos++
+		b = append(b, '\'')
+		b = append(b, w...)
+		b = append(b, '\'', ':')
+		b = strconv.AppendInt(b, int64(min(pos, maxPosition)), 10)
+	})
+	return string(b)
+}
+
+// searchQuery turns the match expression of chat.ParseSearch (quoted
+// terms, each an FTS5 phrase with an optional * after it, joined by AND)
+// into a tsquery literal: a phrase's words follow each other (<->), a
+// prefix applies to the last word (:*), and every term must match (&).
+func searchQuery(match string) (string, error) {
+	bad := chat.Errorf(chat.EBadRequest, "the search query cannot be run")
+	var terms []string
+	for s := match; s != ""; {
+		if s[0] != '"' {
+			return "", bad
+		}
+		var phrase strings.Builder
+		i := 1
+		for {
+			j := strings.IndexByte(s[i:], '"')
+			if j < 0 {
+				return "", bad
+			}
+			phrase.WriteString(s[i : i+j])
+			i += j + 1
+			if i < len(s) && s[i] == '"' {
+				phrase.WriteByte('"')
+				i++
+				continue
+			}
+			break
+		}
+		prefix := i < len(s) && s[i] == '*'
+		if prefix {
+			i++
+		}
+		s = strings.TrimPrefix(s[i:], " AND ")
+		ws := words(phrase.String())
+		if len(ws) == 0 {
+			continue // no word: matches anything, as FTS5's empty phrase
+		}
+		parts := make([]string, len(ws))
+		for k, w := range ws {
+			parts[k] = quoteLexeme(w)
+		}
+		if prefix {
+			parts[len(parts)-1] += ":*"
+		}
+		terms = append(terms, "("+strings.Join(parts, " <-> ")+")")
+	}
+	if len(terms) == 0 {
+		return "", chat.Errorf(chat.EBadRequest, "q holds no word to search for")
+	}
+	return strings.Join(terms, " & "), nil
+}
+
+// Search implements chat.MessageStore. The GIN index finds the messages
+// whose vector matches; those in the user's visible ranges (from min_seq
+// to max_seq, or the conversation's end while a member) are kept, newest
+// first (by commit time, then seq), in one query.
+func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat.SearchResults, error) {
+	res := chat.SearchResults{Results: []chat.SearchHit{}}
+	if !utf8.ValidString(q.Match) || !storable(user) || !storable(q.Conv) {
+		return res, chat.Errorf(chat.EBadRequest, "the search query cannot be run")
+	}
+	tsq, err := searchQuery(q.Match)
+	if err != nil {
+		return res, err
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = chat.DefaultSearchLimit
+	}
+	tx, err := db.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return res, wrap(err)
+	}
+	defer tx.Rollback(context.Background())
+	if q.Conv != "" {
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM members WHERE conv_id = $1 AND user_id = $2`, q.Conv, user).Scan(&n); err != nil {
+			return res, wrap(err)
+		}
+		if n == 0 {
+			return res, db.missingMember(ctx, q.Conv)
+		}
+	}
+	query := `SELECT m.conv_id, ` + messageColumns + ` FROM messages m
+		JOIN members mb ON mb.conv_id = m.conv_id AND mb.user_id = $2
+		JOIN conversations c ON c.id = m.conv_id
+		WHERE m.search @@ $1::tsquery AND m.seq >= mb.min_seq AND m.seq <= COALESCE(mb.max_seq, c.max_seq)`
+	args := []any{tsq, user, limit + 1}
+	if q.Conv != "" {
+		args = append(args, q.Conv)
+		query += ` AND m.conv_id = $` + strconv.Itoa(len(args))
+	}
+	if q.BeforeSeq > 0 {
+		// Paging within conv; without it, below that seq in every
+		// conversation (the contract allows it).
+		args = append(args, q.BeforeSeq)
+		query += ` AND m.seq < $` + strconv.Itoa(len(args))
+	}
+	rows, err := tx.Query(ctx, query+` ORDER BY m.ts DESC, m.conv_id DESC, m.seq DESC LIMIT $3`, args...)
+	if err != nil {
+		return res, wrap(err)
+	}
+	var hits []chat.Message
+	for rows.Next() {
+		m, err := scanMessageConv(rows)
+		if err != nil {
+			rows.Close()
+			return res, wrap(err)
+		}
+		hits = append(hits, m)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return res, searchError(err)
+	}
+	res.Completed = len(hits) <= limit
+	if !res.Completed {
+		hits = hits[:limit]
+	}
+	for i := range hits {
+		one := hits[i : i+1]
+		if err := db.fold(ctx, tx, one[0].Conv, one); err != nil {
+			return res, wrap(err)
+		}
+		res.Results = append(res.Results, chat.SearchHit{Conv: one[0].Conv, Message: one[0], Snippet: chat.Snippet(one[0].Body, q.Terms, snippetRunes)})
+	}
+	return res, nil
+}
+
+// searchError turns what PostgreSQL says of a tsquery it cannot run into
+// bad_request: the literal is built from words, so this is a safety net.
+func searchError(err error) error {
+	var ce *chat.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	if strings.Contains(err.Error(), "tsquery") {
+		return chat.Errorf(chat.EBadRequest, "the search query cannot be run")
+	}
+	return wrap(err)
+}
