@@ -264,18 +264,12 @@ func (w *writer) earlier(t *wtx, run []*job) map[msgKey]chat.Message {
 
 // finishMessages moves each conversation's max_seq and version once per
 // batch, and the senders' own markers: whoever sends has read what came
-// before.
+// before. With lockLast, the versions are taken from the counter by the
+// last statement before COMMIT, which holds its lock the least.
 func (w *writer) finishMessages(t *wtx) error {
 	if len(t.touched) == 0 {
 		return nil
 	}
-	ids, maxes, versions := make([]string, 0, len(t.touched)), make([]int64, 0, len(t.touched)), make([]int64, 0, len(t.touched))
-	for _, c := range t.touched {
-		v, _ := t.nextVersion()
-		ids, maxes, versions = append(ids, c.id), append(maxes, c.max), append(versions, v)
-	}
-	t.queue(`UPDATE conversations c SET max_seq = u.m, version = u.v
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, m, v) WHERE c.id = u.id`, ids, maxes, versions)
 	var convs, users []string
 	var seqs []int64
 	for _, s := range t.senders {
@@ -285,6 +279,25 @@ func (w *writer) finishMessages(t *wtx) error {
 	}
 	t.queue(`UPDATE members m SET read_seq = GREATEST(m.read_seq, u.s), last_ack_seq = GREATEST(m.last_ack_seq, u.s)
 		FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(c, usr, s) WHERE m.conv_id = u.c AND m.user_id = u.usr`, convs, users, seqs)
+	ids, maxes := make([]string, 0, len(t.touched)), make([]int64, 0, len(t.touched))
+	for _, c := range t.touched {
+		ids, maxes = append(ids, c.id), append(maxes, c.max)
+	}
+	if t.lockLast {
+		// The i-th conversation (1-based) gets the counter's old value + i:
+		// the versions the explicit path below would hand out.
+		t.queue(`WITH v AS (UPDATE counters SET value = value + $3::bigint WHERE name = 'version' RETURNING value - $3::bigint AS base)
+			UPDATE conversations c SET max_seq = u.m, version = v.base + u.i
+			FROM v, unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(id, m, i) WHERE c.id = u.id`, ids, maxes, int64(len(ids)))
+		return nil
+	}
+	versions := make([]int64, 0, len(t.touched))
+	for range t.touched {
+		v, _ := t.nextVersion()
+		versions = append(versions, v)
+	}
+	t.queue(`UPDATE conversations c SET max_seq = u.m, version = u.v
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, m, v) WHERE c.id = u.id`, ids, maxes, versions)
 	return nil
 }
 

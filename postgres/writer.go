@@ -22,10 +22,21 @@ import (
 // alone (SAVEPOINT), membership and visible ranges are checked inside the
 // transaction, and committed messages go to OnCommit in seq order.
 //
-// Each transaction starts by locking the version counter's row (FOR
-// UPDATE), so the write transactions of all nodes are serialised: versions
-// and seqs become visible in the order they were handed out, and no lock is
-// ever taken before that one, so writers of different nodes cannot deadlock.
+// Versions and seqs must become visible in the order they were handed out
+// (a client syncing "after V" never skips an entry that commits later with
+// a smaller number). Seqs of a conversation are taken under its row's lock
+// (FOR UPDATE, to COMMIT). Versions come from the cluster-wide counter row,
+// whose lock is held to COMMIT: a transaction that takes versions after
+// another commits after it. How long that lock is held bounds the writes
+// of the whole cluster, so a batch of messages alone (the common case)
+// takes it last, in the pipeline that commits (lockLast); a batch with
+// function jobs, which may take any lock in any order, takes it first, as
+// its first lock. The two kinds can then wait on each other in a cycle (a
+// messages batch holds a conversation row a function job wants, and waits
+// for the counter the function batch holds): a messages batch waits for
+// no lock longer than lockLastTimeout, below PostgreSQL's deadlock_timeout,
+// and is then rerun with the counter taken first, so the function batch is
+// never the one PostgreSQL aborts.
 type writer struct {
 	pool *pgxpool.Pool
 	seqs seqSource
@@ -34,6 +45,9 @@ type writer struct {
 	// failing is the unavailable error of the last batch, nil once one
 	// commits (WriteHealth).
 	failing atomic.Pointer[error]
+	// reruns counts the batches of messages rerun with the counter taken
+	// first (runTx), for tests.
+	reruns atomic.Int64
 
 	jobs chan *job
 	mu   sync.RWMutex // guards closed against enqueue
@@ -214,12 +228,49 @@ func (w *writer) run(batch []*job) []*job {
 	return batch
 }
 
+// lockLastTimeout bounds each lock wait of a batch that takes the counter
+// last (SET LOCAL lock_timeout); it must stay below PostgreSQL's
+// deadlock_timeout (1s by default) for the rerun, not the deadlock
+// detector, to break a cycle with a batch that took the counter first.
+const lockLastTimeout = 400 * time.Millisecond
+
 func (w *writer) runTx(ctx context.Context, batch []*job) (*wtx, []*job, error) {
+	if !onlyMessages(batch) {
+		return w.runTxCounterFirst(ctx, batch)
+	}
+	t, err := w.runTxLockLast(ctx, batch)
+	if err != nil && isLockWait(err) && ctx.Err() == nil {
+		// Perhaps a cycle with a batch that holds the counter (see the
+		// type's comment); rolled back, the batch runs again in the order
+		// that cannot deadlock. Its seqs from Redis, if any, become gaps.
+		w.reruns.Add(1)
+		return w.runTxCounterFirst(ctx, batch)
+	}
+	return t, batch, err
+}
+
+func onlyMessages(batch []*job) bool {
+	for _, j := range batch {
+		if j.fn != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// isLockWait tells a lock wait given up (lock_timeout) or a deadlock.
+func isLockWait(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "40P01")
+}
+
+// begin acquires the writer's connection and readies a transaction on it;
+// fail rolls it back and returns err.
+func (w *writer) begin(ctx context.Context) (*wtx, func(error) error, func(), error) {
 	pc, err := w.pool.Acquire(ctx)
 	if err != nil {
-		return nil, batch, err
+		return nil, nil, nil, err
 	}
-	defer pc.Release()
 	conn := pc.Conn()
 	t := &wtx{
 		w:       w,
@@ -229,14 +280,66 @@ func (w *writer) runTx(ctx context.Context, batch []*job) (*wtx, []*job, error) 
 		convs:   make(map[string]*convTx),
 		senders: make(map[[2]string]*senderTx),
 	}
-	fail := func(err error) (*wtx, []*job, error) {
+	fail := func(err error) error {
 		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
 			// The connection's state is unknown: do not give it back.
 			conn.Close(rctx)
 		}
-		return t, batch, err
+		return err
+	}
+	return t, fail, pc.Release, nil
+}
+
+// queueCommit queues COMMIT, checking that it committed.
+func (t *wtx) queueCommit() {
+	t.queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
+		if ct.String() != "COMMIT" {
+			return fmt.Errorf("the transaction was rolled back (%s)", ct)
+		}
+		return nil
+	})
+}
+
+// runTxLockLast runs a batch of messages alone in two round trips: BEGIN
+// and the reads (the conversations' rows locked, sorted, in one
+// statement); then the writes, the counter and COMMIT, so that the
+// counter's lock is held for one statement and the commit.
+func (w *writer) runTxLockLast(ctx context.Context, batch []*job) (*wtx, error) {
+	t, fail, release, err := w.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	t.lockLast = true
+	t.queue("BEGIN")
+	t.queue("SET LOCAL lock_timeout = " + strconv.FormatInt(lockLastTimeout.Milliseconds(), 10))
+	// A batch of messages alone is one run; appendRun sends the reads and
+	// queues the writes.
+	if err := w.appendRun(t, batch); err != nil {
+		return nil, fail(err)
+	}
+	if err := w.finishMessages(t); err != nil {
+		return nil, fail(err)
+	}
+	t.queueCommit()
+	if err := t.flush(); err != nil {
+		// As below: whether a lost COMMIT took effect is unknown.
+		return nil, fail(err)
+	}
+	return t, nil
+}
+
+func (w *writer) runTxCounterFirst(ctx context.Context, batch []*job) (*wtx, []*job, error) {
+	t, fail0, release, err := w.begin(ctx)
+	if err != nil {
+		return nil, batch, err
+	}
+	defer release()
+	fail := func(err error) (*wtx, []*job, error) { return t, batch, fail0(err) }
+	if err != nil {
+		return nil, batch, err
 	}
 	// The first lock of every write transaction, on every node (see the
 	// type's comment). While other nodes hold it, this node's jobs queue
@@ -264,12 +367,7 @@ func (w *writer) runTx(ctx context.Context, batch []*job) (*wtx, []*job, error) 
 	if t.version != t.versionEnd {
 		t.queue(`UPDATE counters SET value = $1 WHERE name = 'version'`, t.version)
 	}
-	t.queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
-		if ct.String() != "COMMIT" {
-			return fmt.Errorf("the transaction was rolled back (%s)", ct)
-		}
-		return nil
-	})
+	t.queueCommit()
 	if err := t.flush(); err != nil {
 		// Whether a COMMIT whose answer was lost took effect is unknown;
 		// the jobs fail and clients retry, which dedup makes safe for
