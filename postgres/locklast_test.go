@@ -1,0 +1,198 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/imserver/imserver/chat"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// waitForLockWait waits until a backend other than conn's waits for a
+// lock. (Which statement is not told: for a pipeline, pg_stat_activity
+// shows the last one received.)
+func waitForLockWait(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var n int
+		if err := conn.QueryRow(context.Background(), `SELECT COUNT(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("no backend came to wait for a lock")
+}
+
+// TestLockLastGivesWay builds the one cycle the two lock orders allow: a
+// batch of messages holds its conversation's row and waits for the version
+// counter, which another node's function batch holds (here a transaction
+// of the test's own) while it waits for that row. The messages batch must
+// give way within lockLastTimeout, so that the other transaction is not
+// the one PostgreSQL aborts, and be rerun with the counter first: the send
+// succeeds after the other transaction, which it sees.
+func TestLockLastGivesWay(t *testing.T) {
+	ctx := context.Background()
+	url := pg.NewDB(t)
+	db := openTest(t, url, Options{})
+	if err := db.CreateGroup(ctx, "g", "g", "u", []string{"v"}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var v0 int64
+	if err := tx.QueryRow(ctx, `SELECT value FROM counters WHERE name = 'version' FOR UPDATE`).Scan(&v0); err != nil {
+		t.Fatal(err)
+	}
+
+	sent := make(chan error, 1)
+	var got chat.Message
+	go func() {
+		m, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "a", Kind: "text", Body: "a"})()
+		got = m
+		sent <- err
+	}()
+	waitForLockWait(t, other)
+
+	// The other "node" now wants the row the batch holds: a kick of the
+	// sender, which must not be overtaken by the send.
+	start := time.Now()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM conversations WHERE id = 'g' FOR UPDATE`); err != nil {
+		t.Fatalf("the transaction holding the counter was aborted: %v", err)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Errorf("the row was given up after %v; want under PostgreSQL's deadlock_timeout (1s)", waited)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE members SET max_seq = 0 WHERE conv_id = 'g' AND user_id = 'u'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE counters SET value = value + 1 WHERE name = 'version'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-sent:
+		// Rerun after the kick, the send sees it.
+		if chat.ErrorCode(err) != chat.ENotMember {
+			t.Fatalf("send after the kick: got %v (%+v), want not_member", err, got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the send never finished")
+	}
+	if n := db.w.reruns.Load(); n != 1 {
+		t.Errorf("%d reruns, want 1", n)
+	}
+	// The writer goes on taking the counter last.
+	if _, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "v", ClientMsgID: "b", Kind: "text", Body: "b"})(); err != nil {
+		t.Fatal(err)
+	}
+	var maxSeq, version, counter int64
+	if err := db.pool.QueryRow(ctx, `SELECT max_seq, version, (SELECT value FROM counters WHERE name = 'version') FROM conversations WHERE id = 'g'`).Scan(&maxSeq, &version, &counter); err != nil {
+		t.Fatal(err)
+	}
+	if maxSeq != 1 || version != counter || version != v0+2 {
+		t.Errorf("max_seq %d, version %d, counter %d; want 1, %d, %d", maxSeq, version, counter, v0+2, v0+2)
+	}
+}
+
+// TestKickRacesSendsAcrossNodes: two nodes on one database, one sending
+// flat out into groups while the other kicks the senders. Whatever the
+// interleaving (the sends take the counter last, the kicks first), no
+// message of a sender is stored past the end of its range, every send
+// either succeeds or is refused as not_member, and versions of the
+// conversations are distinct.
+func TestKickRacesSendsAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	url := pg.NewDB(t)
+	a := openTest(t, url, Options{})
+	b := openTest(t, url, Options{})
+	const groups, senders = 4, 8
+	for g := 0; g < groups; g++ {
+		var members []string
+		for s := 1; s < senders; s++ {
+			members = append(members, fmt.Sprintf("s%d", s))
+		}
+		if err := a.CreateGroup(ctx, fmt.Sprintf("g%d", g), "g", "s0", members); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for g := 0; g < groups; g++ {
+		for s := 0; s < senders; s++ {
+			wg.Add(1)
+			go func(conv, from string) {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					_, _, err := a.Append(ctx, chat.Message{Conv: conv, From: from, ClientMsgID: fmt.Sprint(i), Kind: "text", Body: "x"})()
+					if chat.ErrorCode(err) == chat.ENotMember {
+						return
+					}
+					if err != nil {
+						errs <- fmt.Errorf("send %s/%s: %w", conv, from, err)
+						return
+					}
+				}
+			}(fmt.Sprintf("g%d", g), fmt.Sprintf("s%d", s))
+		}
+	}
+	for s := senders - 1; s >= 1; s-- {
+		for g := 0; g < groups; g++ {
+			time.Sleep(5 * time.Millisecond)
+			if err := b.RemoveMember(ctx, fmt.Sprintf("g%d", g), fmt.Sprintf("s%d", s)); err != nil {
+				t.Fatalf("kick: %v", err)
+			}
+		}
+	}
+	// s0, the owner, is kicked too, so every sender stops.
+	for g := 0; g < groups; g++ {
+		if err := b.RemoveMember(ctx, fmt.Sprintf("g%d", g), "s0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			t.Errorf("%v (code %s)", err, pe.Code)
+		} else {
+			t.Error(err)
+		}
+	}
+	var late int
+	if err := a.pool.QueryRow(ctx, `SELECT COUNT(*) FROM messages msg JOIN members m ON m.conv_id = msg.conv_id AND m.user_id = msg.sender_id
+		WHERE msg.seq > m.max_seq`).Scan(&late); err != nil {
+		t.Fatal(err)
+	}
+	if late != 0 {
+		t.Errorf("%d messages stored past the end of their sender's range", late)
+	}
+	var n, distinct int
+	if err := a.pool.QueryRow(ctx, `SELECT COUNT(*), COUNT(DISTINCT version) FROM conversations`).Scan(&n, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if n != distinct {
+		t.Errorf("%d conversations share %d versions", n, distinct)
+	}
+	t.Logf("reruns: node a %d, node b %d", a.w.reruns.Load(), b.w.reruns.Load())
+}
