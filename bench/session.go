@@ -77,7 +77,7 @@ func (s *session) connect(ctx context.Context, pull bool) error {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var cc *cork.Conn
-	c, resp, err := websocket.Dial(traceConn(dctx, &cc), s.run.api.wsURL(s.user.token), &websocket.DialOptions{HTTPClient: s.run.wsHTTP})
+	c, resp, err := websocket.Dial(traceConn(dctx, &cc), s.run.node(s.id).wsURL(s.user.token), &websocket.DialOptions{HTTPClient: s.run.wsHTTP})
 	if err != nil {
 		if resp != nil {
 			return fmt.Errorf("GET /api/v1/ws (user %s): status %d: %w", s.user.name, resp.StatusCode, err)
