@@ -264,11 +264,35 @@ func (w *writer) earlier(t *wtx, run []*job) map[msgKey]chat.Message {
 
 // finishMessages moves each conversation's max_seq and version once per
 // batch, and the senders' own markers: whoever sends has read what came
-// before. With lockLast, the versions are taken from the counter by the
-// last statement before COMMIT, which holds its lock the least.
+// before.
+//
+// With lockLast the versions are taken from the counter by a statement
+// queued before the markers: from then on the batch holds the counter and
+// waits only for locks that no transaction holding the counter can want
+// (rows of members are written under the counter by function batches,
+// which take it first), so such waits never close a cycle.
 func (w *writer) finishMessages(t *wtx) error {
 	if len(t.touched) == 0 {
 		return nil
+	}
+	ids, maxes := make([]string, 0, len(t.touched)), make([]int64, 0, len(t.touched))
+	for _, c := range t.touched {
+		ids, maxes = append(ids, c.id), append(maxes, c.max)
+	}
+	if t.lockLast {
+		// The i-th conversation (1-based) gets the counter's old value + i:
+		// the versions the explicit path below hands out.
+		t.queue(`WITH v AS (UPDATE counters SET value = value + $3::bigint WHERE name = 'version' RETURNING value - $3::bigint AS base)
+			UPDATE conversations c SET max_seq = u.m, version = v.base + u.i
+			FROM v, unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(id, m, i) WHERE c.id = u.id`, ids, maxes, int64(len(ids)))
+	} else {
+		versions := make([]int64, 0, len(t.touched))
+		for range t.touched {
+			v, _ := t.nextVersion()
+			versions = append(versions, v)
+		}
+		t.queue(`UPDATE conversations c SET max_seq = u.m, version = u.v
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, m, v) WHERE c.id = u.id`, ids, maxes, versions)
 	}
 	var convs, users []string
 	var seqs []int64
@@ -279,25 +303,6 @@ func (w *writer) finishMessages(t *wtx) error {
 	}
 	t.queue(`UPDATE members m SET read_seq = GREATEST(m.read_seq, u.s), last_ack_seq = GREATEST(m.last_ack_seq, u.s)
 		FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(c, usr, s) WHERE m.conv_id = u.c AND m.user_id = u.usr`, convs, users, seqs)
-	ids, maxes := make([]string, 0, len(t.touched)), make([]int64, 0, len(t.touched))
-	for _, c := range t.touched {
-		ids, maxes = append(ids, c.id), append(maxes, c.max)
-	}
-	if t.lockLast {
-		// The i-th conversation (1-based) gets the counter's old value + i:
-		// the versions the explicit path below would hand out.
-		t.queue(`WITH v AS (UPDATE counters SET value = value + $3::bigint WHERE name = 'version' RETURNING value - $3::bigint AS base)
-			UPDATE conversations c SET max_seq = u.m, version = v.base + u.i
-			FROM v, unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(id, m, i) WHERE c.id = u.id`, ids, maxes, int64(len(ids)))
-		return nil
-	}
-	versions := make([]int64, 0, len(t.touched))
-	for range t.touched {
-		v, _ := t.nextVersion()
-		versions = append(versions, v)
-	}
-	t.queue(`UPDATE conversations c SET max_seq = u.m, version = u.v
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, m, v) WHERE c.id = u.id`, ids, maxes, versions)
 	return nil
 }
 
