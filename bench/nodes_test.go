@@ -54,3 +54,24 @@ func TestSeveralURLs(t *testing.T) {
 		t.Errorf("the second node got %d WebSocket sessions and %d other requests; want 2 and 0", ws.Load(), other.Load())
 	}
 }
+
+// TestReorderedAcrossNodes: a live seq below one already held is an order
+// violation from one node, and only a note from several (each node
+// publishes what it commits on its own); a repeat is a duplicate either way.
+func TestReorderedAcrossNodes(t *testing.T) {
+	for _, nodes := range []int{1, 2} {
+		r := newRun("send", Options{}, Sizes{}, newAPIClient("http://a"))
+		for i := 1; i < nodes; i++ {
+			r.nodes = append(r.nodes, newAPIClient("http://b"))
+		}
+		s := newSession(0, &benchUser{}, r)
+		s.addConv("c")
+		for _, seq := range []int64{2, 1, 2} {
+			s.deliverLocked(&message{Conv: []byte("c"), Seq: seq, Body: []byte("x")}, true, 0)
+		}
+		viol, reord, dup := r.stats.orderViolations.Load(), r.stats.reordered.Load(), r.stats.duplicated.Load()
+		if nodes == 1 && (viol != 1 || reord != 0 || dup != 1) || nodes == 2 && (viol != 0 || reord != 1 || dup != 1) {
+			t.Errorf("%d nodes: %d order violations, %d reordered, %d duplicated", nodes, viol, reord, dup)
+		}
+	}
+}

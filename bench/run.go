@@ -54,6 +54,7 @@ type stats struct {
 	typing                                  atomic.Int64 // typing frames received (--typists)
 	disconnects, reconnects, seqClashes     atomic.Int64
 	finalPulls                              atomic.Int64
+	reordered                               atomic.Int64 // live seqs below one held, from several nodes
 }
 
 func newRun(name string, o Options, sz Sizes, api *apiClient) *run {
