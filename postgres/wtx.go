@@ -75,12 +75,17 @@ func (t *wtx) flush() error {
 	return t.conn.SendBatch(t.ctx, b).Close()
 }
 
-// Exec runs a statement in the transaction, after what is queued.
+// Exec runs a statement in the transaction, in one round trip with what
+// is queued (a job's SAVEPOINT): function jobs run under the counter's
+// lock, which every other writer of the cluster may be waiting for.
 func (t *wtx) Exec(sql string, args ...any) (pgconn.CommandTag, error) {
-	if err := t.flush(); err != nil {
-		return pgconn.CommandTag{}, err
-	}
-	return t.conn.Exec(t.ctx, sql, args...)
+	var tag pgconn.CommandTag
+	t.queue(sql, args...).Exec(func(ct pgconn.CommandTag) error {
+		tag = ct
+		return nil
+	})
+	err := t.flush()
+	return tag, err
 }
 
 // QueryRow runs a query for one row in the transaction, after what is
