@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -280,6 +281,8 @@ func (w *writer) finishMessages(t *wtx) error {
 		ids, maxes = append(ids, c.id), append(maxes, c.max)
 	}
 	if t.lockLast {
+		// The wait for the counter is bounded (writer.go).
+		t.queue("SET LOCAL lock_timeout = " + strconv.FormatInt(lockLastTimeout.Milliseconds(), 10))
 		// The i-th conversation (1-based) gets the counter's old value + i:
 		// the versions the explicit path below hands out.
 		t.queue(`WITH v AS (UPDATE counters SET value = value + $3::bigint WHERE name = 'version' RETURNING value - $3::bigint AS base)

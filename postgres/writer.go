@@ -31,12 +31,19 @@ import (
 // of the whole cluster, so a batch of messages alone (the common case)
 // takes it last, in the pipeline that commits (lockLast); a batch with
 // function jobs, which may take any lock in any order, takes it first, as
-// its first lock. The two kinds can then wait on each other in a cycle (a
-// messages batch holds a conversation row a function job wants, and waits
-// for the counter the function batch holds): a messages batch waits for
-// no lock longer than lockLastTimeout, below PostgreSQL's deadlock_timeout,
-// and is then rerun with the counter taken first, so the function batch is
-// never the one PostgreSQL aborts.
+// its first lock. Messages batches cannot wait on each other in a cycle
+// (each locks its conversations' rows sorted, in one statement, then the
+// counter). A messages batch and a function batch can: the messages batch
+// holds a conversation row a function job wants, and waits for the counter
+// the function batch holds. So a messages batch waits for the counter no
+// longer than lockLastTimeout, below PostgreSQL's deadlock_timeout, and is
+// then rerun with the counter taken first: the function batch is not the
+// one PostgreSQL aborts. (Its waits for rows are not bounded: behind other
+// nodes' batches on busy conversations they are long and no cycle. A
+// function batch that locks two conversations out of order while a
+// messages batch holds one of them is left to the deadlock detector; the
+// messages batch is rerun if it is the one aborted, else the function
+// batch's jobs answer unavailable and are retried.)
 type writer struct {
 	pool *pgxpool.Pool
 	seqs seqSource
@@ -228,7 +235,7 @@ func (w *writer) run(batch []*job) []*job {
 	return batch
 }
 
-// lockLastTimeout bounds each lock wait of a batch that takes the counter
+// lockLastTimeout bounds the wait for the counter of a batch that takes it
 // last (SET LOCAL lock_timeout); it must stay below PostgreSQL's
 // deadlock_timeout (1s by default) for the rerun, not the deadlock
 // detector, to break a cycle with a batch that took the counter first.
@@ -314,7 +321,6 @@ func (w *writer) runTxLockLast(ctx context.Context, batch []*job) (*wtx, error) 
 	defer release()
 	t.lockLast = true
 	t.queue("BEGIN")
-	t.queue("SET LOCAL lock_timeout = " + strconv.FormatInt(lockLastTimeout.Milliseconds(), 10))
 	// A batch of messages alone is one run; appendRun sends the reads and
 	// queues the writes.
 	if err := w.appendRun(t, batch); err != nil {
