@@ -27,23 +27,23 @@ import (
 // a smaller number). Seqs of a conversation are taken under its row's lock
 // (FOR UPDATE, to COMMIT). Versions come from the cluster-wide counter row,
 // whose lock is held to COMMIT: a transaction that takes versions after
-// another commits after it. How long that lock is held bounds the writes
-// of the whole cluster, so a batch of messages alone (the common case)
-// takes it last, in the pipeline that commits (lockLast); a batch with
-// function jobs, which may take any lock in any order, takes it first, as
-// its first lock. Messages batches cannot wait on each other in a cycle
-// (each locks its conversations' rows sorted, in one statement, then the
-// counter). A messages batch and a function batch can: the messages batch
-// holds a conversation row a function job wants, and waits for the counter
-// the function batch holds. So a messages batch waits for the counter no
-// longer than lockLastTimeout, below PostgreSQL's deadlock_timeout, and is
-// then rerun with the counter taken first: the function batch is not the
-// one PostgreSQL aborts. (Its waits for rows are not bounded: behind other
-// nodes' batches on busy conversations they are long and no cycle. A
-// function batch that locks two conversations out of order while a
-// messages batch holds one of them is left to the deadlock detector; the
-// messages batch is rerun if it is the one aborted, else the function
-// batch's jobs answer unavailable and are retried.)
+// another commits after it. How long that lock is held bounds the writes of
+// the whole cluster, so a batch of messages alone (the common case) takes
+// it last, in the pipeline that commits (lockLast); a batch with function
+// jobs, which may take any lock in any order, takes it first, as its first
+// lock. Messages batches cannot wait on each other in a cycle (each locks
+// its conversations' rows sorted, in one statement, then the counter). A
+// messages batch and a function batch can: the messages batch holds a
+// conversation row a function job wants, and waits for the counter the
+// function batch holds. So a messages batch waits for the counter no longer
+// than lockLastTimeout, below PostgreSQL's deadlock_timeout, and is then
+// rerun (runTx): the function batch is not the one PostgreSQL aborts. (Its
+// waits for rows are not bounded: behind other nodes' batches on busy
+// conversations they are long and no cycle. A function batch that locks two
+// conversations out of order while a messages batch holds one of them is
+// left to the deadlock detector; the messages batch is rerun if it is the
+// one aborted, else the function batch's jobs answer unavailable and are
+// retried.)
 type writer struct {
 	pool *pgxpool.Pool
 	seqs seqSource
@@ -280,17 +280,26 @@ func (w *writer) run(batch []*job) []*job {
 // last (SET LOCAL lock_timeout); it must stay below PostgreSQL's
 // deadlock_timeout (1s by default) for the rerun, not the deadlock
 // detector, to break a cycle with a batch that took the counter first.
-const lockLastTimeout = 400 * time.Millisecond
+const lockLastTimeout = 600 * time.Millisecond
 
 func (w *writer) runTx(ctx context.Context, batch []*job) (*wtx, []*job, error) {
 	if !onlyMessages(batch) {
 		return w.runTxCounterFirst(ctx, batch)
 	}
 	t, batch, err := w.runTxLockLast(ctx, batch)
+	if err == nil || !isLockWait(err) || ctx.Err() != nil {
+		return t, batch, err
+	}
+	// A function batch held the counter too long, or a cycle with one
+	// (see the type's comment). Rolled back, the batch runs again the same
+	// way: mostly that was a long wait, and taking the counter first would
+	// make this batch hold it while it waits for rows other nodes' batches
+	// hold, which then time out in turn. Only a second failure takes the
+	// order that cannot deadlock. Seqs from Redis of a failed attempt
+	// become gaps.
+	w.reruns.Add(1)
+	t, batch, err = w.runTxLockLast(ctx, batch)
 	if err != nil && isLockWait(err) && ctx.Err() == nil {
-		// Perhaps a cycle with a batch that holds the counter (see the
-		// type's comment); rolled back, the batch runs again in the order
-		// that cannot deadlock. Its seqs from Redis, if any, become gaps.
 		w.reruns.Add(1)
 		return w.runTxCounterFirst(ctx, batch)
 	}
