@@ -62,9 +62,6 @@ type writer struct {
 	done chan struct{}
 
 	closed bool
-	// carry is a job taken from jobs but left for the next batch
-	// (moreLocked); only the writer goroutine uses it.
-	carry *job
 }
 
 // job is a message to append (fn nil) or a function to run in the
@@ -148,22 +145,12 @@ func (w *writer) loop() {
 	defer close(w.done)
 	batch := make([]*job, 0, w.opts.BatchSize)
 	for {
-		if j := w.carry; j != nil {
-			w.carry = nil
-			batch = w.run(w.fill(append(batch[:0], j)))
-			continue
-		}
 		select {
 		case j := <-w.jobs:
 			batch = w.run(w.fill(append(batch[:0], j)))
 		case <-w.quit:
 			for {
-				batch = batch[:0]
-				if j := w.carry; j != nil {
-					w.carry = nil
-					batch = append(batch, j)
-				}
-				batch = w.fill(batch)
+				batch = w.fill(batch[:0])
 				if len(batch) == 0 {
 					return
 				}
@@ -171,34 +158,6 @@ func (w *writer) loop() {
 			}
 		}
 	}
-}
-
-// moreLocked takes, once a messages batch holds its conversations' rows,
-// the messages queued meanwhile into those same conversations: behind
-// other nodes' batches on busy conversations the wait is long and the
-// queue grows, and they cost one round trip more, not a transaction. It
-// stops at the first job that is not one (a function job, a message to
-// another conversation, whose row would be locked out of order), which
-// starts the next batch: the queue's order is kept. A short queue is left
-// for the next batch.
-func (w *writer) moreLocked(t *wtx, n int) []*job {
-	if len(w.jobs) < max(1, w.opts.BatchSize/10) {
-		return nil
-	}
-	var extra []*job
-	for n+len(extra) < w.opts.BatchSize {
-		select {
-		case j := <-w.jobs:
-			if j.fn != nil || t.convs[j.msg.Conv] == nil {
-				w.carry = j
-				return extra
-			}
-			extra = append(extra, j)
-		default:
-			return extra
-		}
-	}
-	return extra
 }
 
 // more adds the jobs queued meanwhile to batch, up to the batch size,
@@ -286,7 +245,7 @@ func (w *writer) runTx(ctx context.Context, batch []*job) (*wtx, []*job, error) 
 	if !onlyMessages(batch) {
 		return w.runTxCounterFirst(ctx, batch)
 	}
-	t, batch, err := w.runTxLockLast(ctx, batch)
+	t, err := w.runTxLockLast(ctx, batch)
 	if err == nil || !isLockWait(err) || ctx.Err() != nil {
 		return t, batch, err
 	}
@@ -298,7 +257,7 @@ func (w *writer) runTx(ctx context.Context, batch []*job) (*wtx, []*job, error) 
 	// order that cannot deadlock. Seqs from Redis of a failed attempt
 	// become gaps.
 	w.reruns.Add(1)
-	t, batch, err = w.runTxLockLast(ctx, batch)
+	t, err = w.runTxLockLast(ctx, batch)
 	if err != nil && isLockWait(err) && ctx.Err() == nil {
 		w.reruns.Add(1)
 		return w.runTxCounterFirst(ctx, batch)
@@ -363,10 +322,10 @@ func (t *wtx) queueCommit() {
 // and the reads (the conversations' rows locked, sorted, in one
 // statement); then the writes, the counter and COMMIT, so that the
 // counter's lock is held for one statement and the commit.
-func (w *writer) runTxLockLast(ctx context.Context, batch []*job) (*wtx, []*job, error) {
+func (w *writer) runTxLockLast(ctx context.Context, batch []*job) (*wtx, error) {
 	t, fail, release, err := w.begin(ctx)
 	if err != nil {
-		return nil, batch, err
+		return nil, err
 	}
 	defer release()
 	t.lockLast = true
@@ -374,25 +333,17 @@ func (w *writer) runTxLockLast(ctx context.Context, batch []*job) (*wtx, []*job,
 	// A batch of messages alone is one run; appendRun sends the reads and
 	// queues the writes.
 	if err := w.appendRun(t, batch); err != nil {
-		return nil, batch, fail(err)
-	}
-	if extra := w.moreLocked(t, len(batch)); len(extra) > 0 {
-		// A second run: its reads follow the first run's INSERT in the
-		// pipeline, so a retry of a message of the first run is seen.
-		batch = append(batch, extra...)
-		if err := w.appendRun(t, extra); err != nil {
-			return nil, batch, fail(err)
-		}
+		return nil, fail(err)
 	}
 	if err := w.finishMessages(t); err != nil {
-		return nil, batch, fail(err)
+		return nil, fail(err)
 	}
 	t.queueCommit()
 	if err := t.flush(); err != nil {
 		// As below: whether a lost COMMIT took effect is unknown.
-		return nil, batch, fail(err)
+		return nil, fail(err)
 	}
-	return t, batch, nil
+	return t, nil
 }
 
 func (w *writer) runTxCounterFirst(ctx context.Context, batch []*job) (*wtx, []*job, error) {
