@@ -196,3 +196,61 @@ func TestKickRacesSendsAcrossNodes(t *testing.T) {
 	}
 	t.Logf("reruns: node a %d, node b %d", a.w.reruns.Load(), b.w.reruns.Load())
 }
+
+type batchSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (b *batchSizes) Batch(jobs, _ int, _ time.Duration) {
+	b.mu.Lock()
+	b.sizes = append(b.sizes, jobs)
+	b.mu.Unlock()
+}
+
+// TestMessagesAndFunctionsApart: messages and function jobs queued
+// together go in separate transactions, in the queue's order (a function
+// batch takes the counter first and must not wait for conversation rows
+// while it holds it).
+func TestMessagesAndFunctionsApart(t *testing.T) {
+	ctx := context.Background()
+	sizes := &batchSizes{}
+	db := openTest(t, pg.NewDB(t), Options{BatchDelay: 300 * time.Millisecond, Metrics: sizes})
+	if err := db.CreateGroup(ctx, "g", "g", "u", []string{"v"}); err != nil {
+		t.Fatal(err)
+	}
+	sizes.mu.Lock()
+	sizes.sizes = nil
+	sizes.mu.Unlock()
+	var wg sync.WaitGroup
+	errs := make([]error, 5)
+	for i, f := range []func() error{
+		func() error {
+			_, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "1", Kind: "text"})()
+			return err
+		},
+		func() error {
+			_, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "v", ClientMsgID: "2", Kind: "text"})()
+			return err
+		},
+		func() error { return db.SaveAcks(ctx, []chat.Ack{{Conv: "g", User: "v", Seq: 1}}) },
+		func() error { return db.RemoveMember(ctx, "g", "v") },
+		func() error {
+			_, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "v", ClientMsgID: "3", Kind: "text"})()
+			return err
+		},
+	} {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = f() }()
+		time.Sleep(20 * time.Millisecond) // queue order
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil || errs[2] != nil || errs[3] != nil || chat.ErrorCode(errs[4]) != chat.ENotMember {
+		t.Fatalf("got %v; want the last send refused, after the kick", errs)
+	}
+	sizes.mu.Lock()
+	defer sizes.mu.Unlock()
+	if fmt.Sprint(sizes.sizes) != "[2 2 1]" {
+		t.Errorf("batches of %v jobs; want [2 2 1]", sizes.sizes)
+	}
+}

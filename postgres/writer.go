@@ -62,6 +62,9 @@ type writer struct {
 	done chan struct{}
 
 	closed bool
+	// carry is a job taken from jobs for the next batch (add); only the
+	// writer goroutine uses it.
+	carry *job
 }
 
 // job is a message to append (fn nil) or a function to run in the
@@ -145,12 +148,22 @@ func (w *writer) loop() {
 	defer close(w.done)
 	batch := make([]*job, 0, w.opts.BatchSize)
 	for {
+		if j := w.carry; j != nil {
+			w.carry = nil
+			batch = w.run(w.fill(append(batch[:0], j)))
+			continue
+		}
 		select {
 		case j := <-w.jobs:
 			batch = w.run(w.fill(append(batch[:0], j)))
 		case <-w.quit:
 			for {
-				batch = w.fill(batch[:0])
+				batch = batch[:0]
+				if j := w.carry; j != nil {
+					w.carry = nil
+					batch = append(batch, j)
+				}
+				batch = w.fill(batch)
 				if len(batch) == 0 {
 					return
 				}
@@ -160,13 +173,29 @@ func (w *writer) loop() {
 	}
 }
 
+// add appends j to batch, unless j is a message and the batch holds
+// function jobs or the other way round: then j is kept for the next batch
+// (carry), which ends the batch. Messages and function jobs never share a
+// transaction: a batch with function jobs takes the counter first, and
+// if it also locked conversation rows for messages it would wait, holding
+// the counter, for rows other nodes' messages batches hold while they wait
+// for the counter, a cycle each time (writer's type comment). Jobs still
+// run in the queue's order.
+func (w *writer) add(batch []*job, j *job) []*job {
+	if len(batch) > 0 && (batch[0].fn == nil) != (j.fn == nil) {
+		w.carry = j
+		return batch
+	}
+	return append(batch, j)
+}
+
 // more adds the jobs queued meanwhile to batch, up to the batch size,
 // without waiting.
 func (w *writer) more(batch []*job) []*job {
-	for len(batch) < w.opts.BatchSize {
+	for len(batch) < w.opts.BatchSize && w.carry == nil {
 		select {
 		case j := <-w.jobs:
-			batch = append(batch, j)
+			batch = w.add(batch, j)
 		default:
 			return batch
 		}
@@ -181,10 +210,10 @@ func (w *writer) fill(batch []*job) []*job {
 		defer t.Stop()
 		timeout = t.C
 	}
-	for len(batch) < w.opts.BatchSize {
+	for len(batch) < w.opts.BatchSize && w.carry == nil {
 		select {
 		case j := <-w.jobs:
-			batch = append(batch, j)
+			batch = w.add(batch, j)
 			continue
 		default:
 		}
@@ -193,7 +222,7 @@ func (w *writer) fill(batch []*job) []*job {
 		}
 		select {
 		case j := <-w.jobs:
-			batch = append(batch, j)
+			batch = w.add(batch, j)
 		case <-timeout:
 			return batch
 		}
