@@ -19,10 +19,12 @@ const (
 // run as is: every term quoted, so that nothing a user types is taken as
 // query syntax by the index.
 type SearchQuery struct {
-	Match     string
-	Terms     []string // the words and phrases, for snippets
-	Conv      string   // "" for every conversation of the user
-	BeforeSeq int64    // with Conv: only seqs below it (paging); 0 for none
+	Match string
+	Terms []string // the words and phrases, for snippets
+	Conv  string   // "" for every conversation of the user
+	// BeforeSeq keeps seqs below it (paging with Conv; without, in every
+	// conversation, as the contract allows); 0 for none.
+	BeforeSeq int64
 	Limit     int
 }
 
@@ -50,9 +52,6 @@ func (s *Service) Search(ctx context.Context, user, q, conv string, beforeSeq in
 	if beforeSeq < 0 {
 		return SearchResults{}, Errorf(EBadRequest, "before_seq must be >= 0")
 	}
-	if beforeSeq > 0 && conv == "" {
-		return SearchResults{}, Errorf(EBadRequest, "before_seq pages within one conversation: give conv too")
-	}
 	switch {
 	case limit <= 0:
 		limit = DefaultSearchLimit
@@ -73,6 +72,9 @@ func ParseSearch(q string) (SearchQuery, error) {
 	if len(q) > maxQueryBytes {
 		return sq, Errorf(EBadRequest, "q is longer than %d bytes", maxQueryBytes)
 	}
+	// NUL separates words as any other non-alphanumeric does; left in a
+	// term it would end the index's quoted string early (a 500).
+	q = strings.ReplaceAll(q, "\x00", " ")
 	var parts []string
 	for i := 0; i < len(q); {
 		r, n := utf8.DecodeRuneInString(q[i:])

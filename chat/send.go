@@ -118,6 +118,15 @@ func (s *Service) checkSend(ctx context.Context, from string, req *SendRequest) 
 	}
 	r, err := s.member(ctx, req.Conv, from)
 	if err != nil {
+		// A sender kicked (or gone) since its send was stored still gets
+		// the first answer to a retry, as the contract promises ("retries
+		// get the first seq"): the message lies in its visible range. Only
+		// the recent ids know it here; the store has no lookup by id.
+		if ErrorCode(err) == ENotMember {
+			if m, ok := s.retried(ctx, from, req); ok {
+				return &m, nil, nil
+			}
+		}
 		return nil, nil, err
 	}
 	// A retry is answered before the rate limit: it costs nothing and a

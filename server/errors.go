@@ -76,6 +76,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 }
 
+// errEmptyBody is decode's answer to a request without a body.
+var errEmptyBody = chat.Errorf(chat.EBadRequest, "request body is empty")
+
 // decode reads a JSON body of at most MaxRequestBytes into v.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes)
@@ -86,7 +89,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 		case errors.As(err, &tooBig):
 			return chat.Errorf(chat.ETooLarge, "request body is over %d bytes", s.cfg.MaxRequestBytes)
 		case errors.Is(err, io.EOF):
-			return chat.Errorf(chat.EBadRequest, "request body is empty")
+			return errEmptyBody
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			return chat.Errorf(chat.EBadRequest, "request body did not arrive within %s", s.cfg.ReadTimeout)
 		default:
@@ -97,4 +100,15 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 		return chat.Errorf(chat.EBadRequest, "invalid JSON: data after the object")
 	}
 	return nil
+}
+
+// decodeOptional is decode for requests whose fields are all optional
+// (`{max_uses?, expires_in_ms?}`, `{until_ms?}`): no body at all, also a
+// chunked one that turns out empty, means every field absent.
+func (s *Server) decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
+	err := s.decode(w, r, v)
+	if errors.Is(err, errEmptyBody) {
+		return nil
+	}
+	return err
 }
