@@ -254,3 +254,79 @@ func TestMessagesAndFunctionsApart(t *testing.T) {
 		t.Errorf("batches of %v jobs; want [2 2 1]", sizes.sizes)
 	}
 }
+
+// TestQueuedJoinWhileRowsAwaited: while a messages batch waits for its
+// conversation's row (held here by another transaction, as another node's
+// batch would), messages queued into that conversation join it once the
+// row is taken; the first message to another conversation starts the next
+// batch. A retry of the first message among them is a duplicate with its
+// seq, and seqs follow the queue's order.
+func TestQueuedJoinWhileRowsAwaited(t *testing.T) {
+	ctx := context.Background()
+	url := pg.NewDB(t)
+	sizes := &batchSizes{}
+	db := openTest(t, url, Options{Metrics: sizes})
+	for _, g := range []string{"g", "h"} {
+		if err := db.CreateGroup(ctx, g, g, "u", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM conversations WHERE id = 'g' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	sizes.mu.Lock()
+	sizes.sizes = nil
+	sizes.mu.Unlock()
+
+	send := func(conv, cmid string) chat.Pending {
+		return db.Append(ctx, chat.Message{Conv: conv, From: "u", ClientMsgID: cmid, Kind: "text", Body: cmid})
+	}
+	first := send("g", "0")
+	waitForLockWait(t, other)
+	const n = 150
+	var pend []chat.Pending
+	for i := 1; i <= n; i++ {
+		pend = append(pend, send("g", fmt.Sprint(i)))
+	}
+	retry := send("g", "0")
+	toH := send("h", "x")
+	last := send("g", "after")
+	time.Sleep(50 * time.Millisecond) // all queued
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m0, _, err := first()
+	if err != nil || m0.Seq != 1 {
+		t.Fatalf("first: %+v %v", m0, err)
+	}
+	for i, p := range pend {
+		m, dup, err := p()
+		if err != nil || dup || m.Seq != int64(i+2) {
+			t.Fatalf("message %d: seq %d dup %v err %v; want seq %d", i+1, m.Seq, dup, err, i+2)
+		}
+	}
+	if m, dup, err := retry(); err != nil || !dup || m.Seq != 1 {
+		t.Errorf("retry of the first: seq %d dup %v err %v; want the first's seq 1, dup", m.Seq, dup, err)
+	}
+	if m, _, err := toH(); err != nil || m.Seq != 1 {
+		t.Errorf("message to h: %+v %v", m, err)
+	}
+	if m, _, err := last(); err != nil || m.Seq != n+2 {
+		t.Errorf("message after the one to h: seq %d err %v; want %d", m.Seq, err, n+2)
+	}
+	sizes.mu.Lock()
+	defer sizes.mu.Unlock()
+	if len(sizes.sizes) < 2 || sizes.sizes[0] != n+2 {
+		t.Errorf("batches of %v jobs; want the first of %d (the waiting message, the %d queued and the retry)", sizes.sizes, n+2, n)
+	}
+}

@@ -62,6 +62,10 @@ type writer struct {
 	done chan struct{}
 
 	closed bool
+	// commitRT is how long the last messages batch's second round trip
+	// (writes and COMMIT) took, to tell a first round trip that waited
+	// for rows from one that did not; only the writer goroutine uses it.
+	commitRT time.Duration
 	// carry is a job taken from jobs for the next batch (add); only the
 	// writer goroutine uses it.
 	carry *job
@@ -189,6 +193,30 @@ func (w *writer) add(batch []*job, j *job) []*job {
 	return append(batch, j)
 }
 
+// moreLocked takes, once a messages batch holds its conversations' rows
+// after waiting for them (other nodes' batches into the same busy
+// conversations), the messages queued meanwhile into those conversations:
+// they cost one round trip more, not a transaction of their own behind the
+// same wait. It stops at the first job that is not one (a function job, a
+// message to another conversation, whose row would be locked out of
+// order), which starts the next batch: the queue's order is kept.
+func (w *writer) moreLocked(t *wtx, n int) []*job {
+	var extra []*job
+	for n+len(extra) < w.opts.BatchSize && w.carry == nil {
+		select {
+		case j := <-w.jobs:
+			if j.fn != nil || t.convs[j.msg.Conv] == nil {
+				w.carry = j
+				return extra
+			}
+			extra = append(extra, j)
+		default:
+			return extra
+		}
+	}
+	return extra
+}
+
 // more adds the jobs queued meanwhile to batch, up to the batch size,
 // without waiting.
 func (w *writer) more(batch []*job) []*job {
@@ -270,11 +298,15 @@ func (w *writer) run(batch []*job) []*job {
 // detector, to break a cycle with a batch that took the counter first.
 const lockLastTimeout = 600 * time.Millisecond
 
+// rerunBackoff is how long a messages batch that gave way waits before it
+// runs again (runTx).
+const rerunBackoff = 100 * time.Millisecond
+
 func (w *writer) runTx(ctx context.Context, batch []*job) (*wtx, []*job, error) {
 	if !onlyMessages(batch) {
 		return w.runTxCounterFirst(ctx, batch)
 	}
-	t, err := w.runTxLockLast(ctx, batch)
+	t, batch, err := w.runTxLockLast(ctx, batch)
 	if err == nil || !isLockWait(err) || ctx.Err() != nil {
 		return t, batch, err
 	}
@@ -286,7 +318,14 @@ func (w *writer) runTx(ctx context.Context, batch []*job) (*wtx, []*job, error) 
 	// order that cannot deadlock. Seqs from Redis of a failed attempt
 	// become gaps.
 	w.reruns.Add(1)
-	t, err = w.runTxLockLast(ctx, batch)
+	// The transaction that waited for this batch's rows takes them first:
+	// taken again at once, they could close the same cycle.
+	select {
+	case <-time.After(rerunBackoff):
+	case <-ctx.Done():
+		return t, batch, err
+	}
+	t, batch, err = w.runTxLockLast(ctx, batch)
 	if err != nil && isLockWait(err) && ctx.Err() == nil {
 		w.reruns.Add(1)
 		return w.runTxCounterFirst(ctx, batch)
@@ -351,28 +390,44 @@ func (t *wtx) queueCommit() {
 // and the reads (the conversations' rows locked, sorted, in one
 // statement); then the writes, the counter and COMMIT, so that the
 // counter's lock is held for one statement and the commit.
-func (w *writer) runTxLockLast(ctx context.Context, batch []*job) (*wtx, error) {
+func (w *writer) runTxLockLast(ctx context.Context, batch []*job) (*wtx, []*job, error) {
 	t, fail, release, err := w.begin(ctx)
 	if err != nil {
-		return nil, err
+		return nil, batch, err
 	}
 	defer release()
 	t.lockLast = true
 	t.queue("BEGIN")
 	// A batch of messages alone is one run; appendRun sends the reads and
 	// queues the writes.
+	start := time.Now()
 	if err := w.appendRun(t, batch); err != nil {
-		return nil, fail(err)
+		return nil, batch, fail(err)
+	}
+	// Far longer than a round trip: the rows were held by other nodes'
+	// batches, and what was queued meanwhile would wait as long again.
+	if time.Since(start) > 2*w.commitRT+10*time.Millisecond {
+		if extra := w.moreLocked(t, len(batch)); len(extra) > 0 {
+			// A second run: its reads follow the first run's INSERT in
+			// the pipeline, so a retry of a message of the first run is
+			// seen.
+			batch = append(batch, extra...)
+			if err := w.appendRun(t, extra); err != nil {
+				return nil, batch, fail(err)
+			}
+		}
 	}
 	if err := w.finishMessages(t); err != nil {
-		return nil, fail(err)
+		return nil, batch, fail(err)
 	}
 	t.queueCommit()
+	start = time.Now()
 	if err := t.flush(); err != nil {
 		// As below: whether a lost COMMIT took effect is unknown.
-		return nil, fail(err)
+		return nil, batch, fail(err)
 	}
-	return t, nil
+	w.commitRT = time.Since(start)
+	return t, batch, nil
 }
 
 func (w *writer) runTxCounterFirst(ctx context.Context, batch []*job) (*wtx, []*job, error) {
