@@ -261,6 +261,13 @@ func (s *Service) fanOut(ctx context.Context, msgs []Message) {
 			continue
 		}
 		events[i] = Event{Type: EventMessage, Conv: m.Conv, ExceptSession: m.Origin, Message: m}
+		if m.hidesTarget(r.latestJoin) {
+			see, blind := r.splitTarget(m.Seq, m.Target)
+			rm := m.redacted()
+			ds = append(ds, Delivery{Users: see, Event: &events[i]},
+				Delivery{Users: blind, Event: &Event{Type: EventMessage, Conv: m.Conv, ExceptSession: m.Origin, Message: &rm}})
+			continue
+		}
 		ds = append(ds, Delivery{Users: r.recipients(m.Seq), Event: &events[i]})
 	}
 	if len(ds) > 0 {

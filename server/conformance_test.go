@@ -237,3 +237,28 @@ func TestSearchNUL(t *testing.T) {
 	}
 	ann.get(t, "/api/v1/search?"+q("\x00")).wantError(t, http.StatusBadRequest, "bad_request")
 }
+
+// TestInvalidUTF8Refused: JSON must be UTF-8 (RFC 8259). Decoding would
+// turn bad bytes into U+FFFD, so two different client_msg_ids could be
+// taken for one and a send answered as a duplicate of another. Both are
+// refused: 400 over HTTP, an error frame (with its req) on the socket,
+// which stays open; nothing is stored.
+func TestInvalidUTF8Refused(t *testing.T) {
+	ts := newServer(t)
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	d := alice.direct(t, bob)
+	for _, id := range []string{"id-\xff", "id-\xfe"} {
+		body := []byte(`{"client_msg_id":"` + id + `","body":"hi"}`)
+		ts.do(t, "POST", convPath(d.ID, "messages"), alice.Token, body).wantError(t, http.StatusBadRequest, "bad_request")
+	}
+	w := alice.dial(t, "alice")
+	w.writeRaw(t, websocket.MessageText, []byte(`{"type":"send","req":"r1","conv":"`+d.ID+`","client_msg_id":"ws-`+"\xff"+`","body":"hi"}`))
+	f := w.next(t, "error frame", ofType("error"))
+	if !strings.Contains(f.String(), `"req":"r1"`) || !strings.Contains(f.String(), "bad_request") {
+		t.Fatalf("error frame %s", f)
+	}
+	w.ping(t) // still open
+	if got := alice.all(t, d.ID); len(got) != 0 {
+		t.Fatalf("stored %d messages from invalid UTF-8", len(got))
+	}
+}
