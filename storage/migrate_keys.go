@@ -130,7 +130,7 @@ func migrateKeys(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, keysVersion, keysName+".go", nowMS())
 		return err
 	})
-	if err == nil {
+	if err == nil && copied > 0 {
 		log.Info("migration 0006 (integer keys): done", "copied", copied, "seconds", time.Since(start).Seconds())
 	}
 	return err
