@@ -66,8 +66,8 @@ type senderTx struct {
 	conv, user       string
 	convKey, userKey int64 // integer keys, set when membership is read
 	checked          bool  // membership was read in this transaction
-	member     bool  // may send
-	max        int64 // largest seq appended, 0 for none
+	member           bool  // may send
+	max              int64 // largest seq appended, 0 for none
 	// The sender's member row, read when a mutation or reply needs it.
 	rowRead bool
 	minSeq  int64
