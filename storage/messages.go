@@ -146,16 +146,6 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 	return nil
 }
 
-// duplicate answers j with the message stored earlier under its
-// client_msg_id.
-func (w *writer) duplicate(t *wtx, j *job, m chat.Message) error {
-	found, err := w.findDuplicate(t, j, m)
-	if err == nil && !found {
-		err = errors.New("storage: a duplicate message vanished")
-	}
-	return err
-}
-
 // findDuplicate answers j with the message stored earlier under its
 // client_msg_id, if there is one.
 func (w *writer) findDuplicate(t *wtx, j *job, m chat.Message) (bool, error) {
