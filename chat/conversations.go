@@ -29,6 +29,7 @@ func (s *Service) CreateDirect(ctx context.Context, me, peer string) (Conversati
 	}
 	if created {
 		s.notifyEntries(ctx, id, []string{me, peer})
+		s.introduce(ctx, id, []string{me, peer})
 	}
 	c, err := s.Conversation(ctx, me, id)
 	return c, created, err
@@ -48,7 +49,9 @@ func (s *Service) CreateGroup(ctx context.Context, me, name string, members []st
 	if err := s.store.CreateGroup(ctx, id, name, me, ids); err != nil {
 		return Conversation{}, err
 	}
-	s.notifyEntries(ctx, id, append([]string{me}, ids...))
+	everyone := append([]string{me}, ids...)
+	s.notifyEntries(ctx, id, everyone)
+	s.introduce(ctx, id, everyone)
 	return s.Conversation(ctx, me, id)
 }
 
@@ -113,6 +116,7 @@ func (s *Service) AddMembers(ctx context.Context, me, conv string, users []strin
 		return nil, err
 	}
 	s.notifyEntries(ctx, conv, added)
+	s.introduce(ctx, conv, added)
 	return added, nil
 }
 

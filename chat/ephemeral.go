@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -81,4 +82,51 @@ func (s *Service) Presence(ctx context.Context, user string, online bool) error 
 	}
 	s.deliver.Deliver(to, &Event{Type: EventPresence, User: user, Active: online})
 	return nil
+}
+
+// OnlineFunc reports which of users are online now.
+type OnlineFunc func(ctx context.Context, users []string) []string
+
+// onlineHook holds the transport's OnlineFunc: who is online is known where
+// the sessions are, and the service is made before them.
+type onlineHook struct{ f atomic.Pointer[OnlineFunc] }
+
+// SetOnline tells the service who is online, so that people who become
+// contacts hear of each other at once.
+func (s *Service) SetOnline(f OnlineFunc) { s.online.f.Store(&f) }
+
+// introduce tells the members of conv who were just added and those who
+// were there which of each other are online. Presence otherwise reaches
+// only contacts when someone comes or goes, so two people online who
+// become contacts would see each other offline until one reconnects.
+func (s *Service) introduce(ctx context.Context, conv string, added []string) {
+	f := s.online.f.Load()
+	if f == nil || len(added) == 0 {
+		return
+	}
+	r, err := s.rosters.get(ctx, s.store, conv)
+	if err != nil {
+		return
+	}
+	fresh := make(map[string]bool, len(added))
+	for _, u := range added {
+		fresh[u] = true
+	}
+	for _, u := range (*f)(ctx, r.ids) {
+		// A newcomer is news to everyone else; one who was there is news
+		// only to the newcomers.
+		pool := added
+		if fresh[u] {
+			pool = r.ids
+		}
+		to := make([]string, 0, len(pool))
+		for _, v := range pool {
+			if v != u {
+				to = append(to, v)
+			}
+		}
+		if len(to) > 0 {
+			s.deliver.Deliver(to, &Event{Type: EventPresence, User: u, Active: true})
+		}
+	}
 }

@@ -19,10 +19,12 @@ const (
 // run as is: every term quoted, so that nothing a user types is taken as
 // query syntax by the index.
 type SearchQuery struct {
-	Match     string
-	Terms     []string // the words and phrases, for snippets
-	Conv      string   // "" for every conversation of the user
-	BeforeSeq int64    // with Conv: only seqs below it (paging); 0 for none
+	Match string
+	Terms []string // the words and phrases, for snippets
+	Conv  string   // "" for every conversation of the user
+	// BeforeSeq keeps seqs below it (paging with Conv; without, in every
+	// conversation, as the contract allows); 0 for none.
+	BeforeSeq int64
 	Limit     int
 }
 
@@ -49,9 +51,6 @@ func (s *Service) Search(ctx context.Context, user, q, conv string, beforeSeq in
 	}
 	if beforeSeq < 0 {
 		return SearchResults{}, Errorf(EBadRequest, "before_seq must be >= 0")
-	}
-	if beforeSeq > 0 && conv == "" {
-		return SearchResults{}, Errorf(EBadRequest, "before_seq pages within one conversation: give conv too")
 	}
 	switch {
 	case limit <= 0:

@@ -115,6 +115,7 @@ type Service struct {
 	storm      *stormMode // nil when storm mode is off
 	obs        Observer
 	typing     typingLimiter
+	online     onlineHook
 	notify     *notifier // nil when push is off
 
 	commits chan commit

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -37,6 +38,9 @@ type Bus struct {
 	done    chan struct{}
 	wg      sync.WaitGroup
 	ps      *redis.PubSub
+
+	published uint64            // publishLoop's last Seq
+	seen      map[string]uint64 // receiveLoop's: each node's last Seq
 }
 
 // BusSink is told what other processes changed: a roster to reload ("" for
@@ -62,7 +66,12 @@ const (
 )
 
 type busMessage struct {
-	Node  string     `json:"n"`
+	Node string `json:"n"`
+	// Seq numbers a node's publishes in the order they go out, from 1. A
+	// pipeline of PUBLISH commands that failed after Redis took part of it
+	// is sent again whole by the client's retry; receivers drop what they
+	// have seen, so a message frame is never delivered twice.
+	Seq   uint64     `json:"s,omitempty"`
 	Kind  string     `json:"k"`
 	Users []string   `json:"u,omitempty"`
 	Event *wireEvent `json:"e,omitempty"`
@@ -90,6 +99,7 @@ func NewBus(rdb redis.UniversalClient, channel string, hub *Hub, m *Metrics, log
 		control: make(chan []byte, 1024),
 		done:    make(chan struct{}),
 		ps:      rdb.Subscribe(context.Background(), channel),
+		seen:    make(map[string]uint64),
 	}
 	hub.peers = b
 	b.wg.Add(2)
@@ -155,6 +165,17 @@ func (b *Bus) encode(m busMessage) []byte {
 	return data
 }
 
+// stamp puts seq into an encoded busMessage: numbered here, in the order
+// of publishing, since the control and event queues are drained
+// interleaved.
+func stamp(data []byte, seq uint64) []byte {
+	out := make([]byte, 0, len(data)+24)
+	out = append(out, `{"s":`...)
+	out = strconv.AppendUint(out, seq, 10)
+	out = append(out, ',')
+	return append(out, data[1:]...)
+}
+
 func (b *Bus) publish(m busMessage) {
 	data := b.encode(m)
 	if data == nil {
@@ -209,7 +230,8 @@ func (b *Bus) publishLoop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		pipe := b.rdb.Pipeline()
 		for _, data := range batch {
-			pipe.Publish(ctx, b.channel, data)
+			b.published++
+			pipe.Publish(ctx, b.channel, stamp(data, b.published))
 		}
 		_, err := pipe.Exec(ctx)
 		cancel()
@@ -246,6 +268,12 @@ func (b *Bus) receiveLoop() {
 		}
 		if m.Node == b.node {
 			continue
+		}
+		if m.Seq != 0 {
+			if m.Seq <= b.seen[m.Node] {
+				continue // a retried publish that had arrived already
+			}
+			b.seen[m.Node] = m.Seq
 		}
 		b.receive(&m)
 	}

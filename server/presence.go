@@ -26,6 +26,8 @@ type presence struct {
 	mu      sync.Mutex
 	count   map[string]int         // open sessions of this process per user
 	leaving map[string]*time.Timer // users whose last session closed, in grace
+	told    map[string]bool        // users whose contacts were last told "online"
+	running map[string]bool        // users whose announcement is under way
 	done    bool                   // shut down: nobody is told anything more
 
 	rdb    redis.UniversalClient // nil when alone
@@ -43,7 +45,8 @@ const (
 )
 
 func newPresence(srv *Server, grace time.Duration, log *slog.Logger) *presence {
-	return &presence{srv: srv, grace: grace, log: log, count: make(map[string]int), leaving: make(map[string]*time.Timer)}
+	return &presence{srv: srv, grace: grace, log: log, count: make(map[string]int),
+		leaving: make(map[string]*time.Timer), told: make(map[string]bool), running: make(map[string]bool)}
 }
 
 // ShareOnline makes presence count the sessions of every process sharing
@@ -74,7 +77,7 @@ func (p *presence) opened(user string) {
 	}
 	p.mu.Unlock()
 	if first {
-		go p.came(user)
+		go p.settle(user)
 	}
 }
 
@@ -98,8 +101,42 @@ func (p *presence) closed(user string) {
 		}
 		delete(p.leaving, user)
 		p.mu.Unlock()
-		p.went(user)
+		p.settle(user)
 	})
+}
+
+// settle tells user's contacts its state now, if that is not what they
+// were last told. One announcement per user runs at a time and the runner
+// looks again when it is done: a quick leave and return would otherwise
+// race its "offline" past its "online" and leave contacts with the wrong
+// one.
+func (p *presence) settle(user string) {
+	p.mu.Lock()
+	if p.running[user] {
+		p.mu.Unlock()
+		return // the runner will see the new state
+	}
+	p.running[user] = true
+	for {
+		want := p.count[user] > 0 || p.leaving[user] != nil
+		if p.done || want == p.told[user] {
+			delete(p.running, user)
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		if want {
+			p.came(user)
+		} else {
+			p.went(user)
+		}
+		p.mu.Lock()
+		if want {
+			p.told[user] = true
+		} else {
+			delete(p.told, user)
+		}
+	}
 }
 
 func (p *presence) came(user string) {

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -109,5 +111,71 @@ func TestPresence(t *testing.T) {
 	we.ping(t)
 	if n := len(we.received(ofType("presence"))); n != 0 {
 		t.Fatalf("eve, no contact of alice's, heard of her:\n%s", we.dump())
+	}
+}
+
+// TestPresenceNewContacts: two people online who become contacts (a new
+// direct conversation, a group, members added) hear at once that the
+// other is online, without anyone reconnecting.
+func TestPresenceNewContacts(t *testing.T) {
+	ts := newServer(t)
+	alice, bob, carol, dave := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol"), ts.register(t, "dave")
+	wa, wb, wc := alice.dial(t, "alice"), bob.dial(t, "bob"), carol.dial(t, "carol")
+
+	alice.direct(t, bob)
+	wa.next(t, "bob online to alice", presenceOf(bob.ID(), true))
+	wb.next(t, "alice online to bob", presenceOf(alice.ID(), true))
+
+	g := alice.group(t, "team", bob) // no news: already contacts
+	alice.post(t, convPath(g.ID, "members"), map[string]any{"user_ids": []string{carol.ID(), dave.ID()}}).want(t, http.StatusOK)
+	wc.next(t, "alice online to carol", presenceOf(alice.ID(), true))
+	wc.next(t, "bob online to carol", presenceOf(bob.ID(), true))
+	wa.next(t, "carol online to alice", presenceOf(carol.ID(), true))
+	wb.next(t, "carol online to bob", presenceOf(carol.ID(), true))
+	for _, w := range []*wsClient{wa, wb, wc} {
+		w.ping(t)
+	}
+	// dave is offline: nobody hears of him.
+	for _, w := range []*wsClient{wa, wb, wc} {
+		if n := len(w.received(presenceOf(dave.ID(), true))); n != 0 {
+			t.Fatalf("heard offline dave online:\n%s", w.dump())
+		}
+	}
+	if n := len(wc.received(ofType("presence"))); n != 2 {
+		t.Fatalf("carol heard %d presence frames, want 2:\n%s", n, wc.dump())
+	}
+}
+
+// TestPresenceQuickReturn: a user who leaves and comes back just as the
+// grace ends is, once things settle, online to its contacts, and they
+// heard its states alternate (never "offline" after its return).
+func TestPresenceQuickReturn(t *testing.T) {
+	const grace = 30 * time.Millisecond
+	ts := newServer(t, func(c *testConfig) { c.server.PresenceGrace = grace })
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	alice.direct(t, bob)
+	wb := bob.dial(t, "bob")
+	wa := alice.dial(t, "alice")
+	for i := 0; i < 15; i++ {
+		wa.conn.CloseNow()
+		// Back right as the offline announcement goes out.
+		time.Sleep(grace + time.Duration(i%5)*time.Millisecond)
+		wa = alice.dial(t, fmt.Sprintf("alice%d", i))
+	}
+	time.Sleep(5 * grace)
+	wb.ping(t)
+	var states []bool
+	for _, f := range wb.received(ofType("presence")) {
+		if e := decodeEphemeral(t, f); e.User == alice.ID() {
+			states = append(states, *e.Online)
+		}
+	}
+	if len(states) == 0 || !states[len(states)-1] {
+		t.Fatalf("alice is online but bob last heard %v:\n%s", states, wb.dump())
+	}
+	for i := 1; i < len(states); i++ {
+		if states[i] == states[i-1] {
+			t.Fatalf("bob heard alice's presence %v: the same state twice in a row", states)
+		}
 	}
 }

@@ -90,8 +90,12 @@ func TestSearch(t *testing.T) {
 		t.Fatal("completed is wrong")
 	}
 	wantBodies(t, "before_seq", alice.search(t, q("zebra")+"&conv="+g.ID+"&before_seq="+itoa(before.Seq+2)), "zebra two", "zebra one")
+	// Without conv, before_seq applies to each conversation's seqs.
+	zd := alice.send(t, d.ID, "8", "zebra direct")
+	wantBodies(t, "before_seq without conv, below all", alice.search(t, q("zebra")+"&before_seq="+itoa(zd.Seq)))
+	wantBodies(t, "before_seq without conv", alice.search(t, q("zebra")+"&before_seq="+itoa(zd.Seq+1)), "zebra direct")
 	alice.post(t, convPath(g.ID, "clear"), nil).want(t, http.StatusNoContent)
-	wantBodies(t, "after clearing", alice.search(t, q("zebra")))
+	wantBodies(t, "after clearing", alice.search(t, q("zebra")), "zebra direct")
 }
 
 // TestSearchBadInput: queries that cannot be parsed and conversations the
@@ -117,7 +121,7 @@ func TestSearchBadInput(t *testing.T) {
 		{q(""), 400, "bad_request"},
 		{q("!!! ..."), 400, "bad_request"},
 		{q("mill") + "&limit=0", 400, "bad_request"},
-		{q("mill") + "&before_seq=3", 400, "bad_request"},
+		{q("mill") + "&before_seq=-1", 400, "bad_request"},
 		{q("mill") + "&conv=" + d.ID + "&before_seq=x", 400, "bad_request"},
 	} {
 		alice.get(t, "/api/v1/search?"+c.params).wantError(t, c.status, c.code)
