@@ -203,7 +203,7 @@ func TestKeysMigrationHelperProcess(t *testing.T) {
 	if path == "" {
 		return // only as the helper process of TestKillDuringKeysMigration
 	}
-	storage.SetKeysBatchForTest(200)
+	storage.SetKeysBatchForTest(100)
 	db, err := storage.Open(context.Background(), path, storage.Options{Logger: slog.New(slog.NewTextHandler(os.Stdout, nil))})
 	if err != nil {
 		fmt.Println("error:", err)
@@ -220,7 +220,7 @@ func TestKeysMigrationHelperProcess(t *testing.T) {
 // intact and integrity_check passing.
 func TestKillDuringKeysMigration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v5.db")
-	const total = 20000
+	const total = 5000
 	want, err := storage.MakeSchema5ForTest(path, 5, 20, total)
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +252,7 @@ func TestKillDuringKeysMigration(t *testing.T) {
 	}
 	var log strings.Builder
 	defer storage.SetKeysBatchForTest(100000)
-	storage.SetKeysBatchForTest(200)
+	storage.SetKeysBatchForTest(100)
 	db, err := storage.Open(context.Background(), path, storage.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatalf("start after the kill: %v", err)
@@ -264,8 +264,8 @@ func TestKillDuringKeysMigration(t *testing.T) {
 	} else {
 		fmt.Sscanf(log.String()[i:], `done" copied=%d`, &copied)
 	}
-	if copied < 1 || copied > total-5*200 {
-		t.Fatalf("the restart copied %d messages, want at most %d (the rest was copied before the kill)", copied, total-5*200)
+	if copied < 1 || copied > total-5*100 {
+		t.Fatalf("the restart copied %d messages, want at most %d (the rest was copied before the kill)", copied, total-5*100)
 	}
 	if v, err := db.SchemaVersion(context.Background()); err != nil || v != storage.KnownSchema() {
 		t.Fatalf("schema after the restart %d (%v)", v, err)

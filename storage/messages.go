@@ -150,8 +150,11 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 // client_msg_id, if there is one.
 func (w *writer) findDuplicate(t *wtx, j *job, m chat.Message) (bool, error) {
 	// Every slot of the hash, and the stored text decides: a different
-	// client_msg_id that took one of them is not this one.
-	find, err := t.stmt(`SELECT ` + messageColumns + ` FROM messages WHERE conv = ? AND sender = ? AND cmid_hash IN (?, ?, ?, ?) AND client_msg_id = ?`)
+	// client_msg_id that took one of them is not this one. INDEXED BY:
+	// with the client_msg_id term the planner would rather walk the whole
+	// conversation through the primary key's conv prefix.
+	find, err := t.stmt(`SELECT ` + messageColumns + ` FROM messages INDEXED BY messages_cmid
+		WHERE conv = ? AND sender = ? AND cmid_hash IN (?, ?, ?, ?) AND client_msg_id = ?`)
 	if err != nil {
 		return false, err
 	}
