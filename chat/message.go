@@ -81,3 +81,20 @@ const (
 	DefaultPageLimit = 100
 	MaxPageLimit     = 1000
 )
+
+// hidesTarget reports whether a member whose range starts at minSeq must
+// get m redacted: a mutation of a message sent before it joined (or
+// cleared its history).
+func (m *Message) hidesTarget(minSeq int64) bool {
+	return m.Target != 0 && m.Target < minSeq
+}
+
+// redacted is m as a member who cannot see its target gets it: its seq,
+// kind and target stay, so the stream has no hole, but nothing of the
+// target's content (an edit's new body, its mentions) goes along.
+func (m Message) redacted() Message {
+	m.Body = ""
+	m.Mentions = nil
+	m.Attachments = nil
+	return m
+}

@@ -123,5 +123,42 @@ func (s *Service) Messages(ctx context.Context, me, conv string, q PageQuery) (P
 		return Page{}, Errorf(EBadRequest, "give after_seq or before_seq, not both")
 	}
 	q.Limit = clampLimit(q.Limit)
-	return s.store.Messages(ctx, conv, me, q)
+	p, err := s.store.Messages(ctx, conv, me, q)
+	if err != nil {
+		return p, err
+	}
+	return p, s.redactPage(ctx, me, conv, &p)
+}
+
+// redactPage redacts the mutations of p whose targets me cannot see (sent
+// before it joined or cleared), as live delivery does.
+func (s *Service) redactPage(ctx context.Context, me, conv string, p *Page) error {
+	mutations := false
+	for i := range p.Messages {
+		mutations = mutations || p.Messages[i].Target != 0
+	}
+	if !mutations {
+		return nil
+	}
+	var minSeq int64
+	if r, err := s.rosters.get(ctx, s.store, conv); err == nil && r.roles[me] != "" {
+		for _, m := range r.Members {
+			if m.UserID == me {
+				minSeq = m.MinSeq
+			}
+		}
+	} else {
+		// A former member: its range is kept in its entry.
+		c, err := s.Conversation(ctx, me, conv)
+		if err != nil {
+			return err
+		}
+		minSeq = c.MinSeq
+	}
+	for i := range p.Messages {
+		if p.Messages[i].hidesTarget(minSeq) {
+			p.Messages[i] = p.Messages[i].redacted()
+		}
+	}
+	return nil
 }

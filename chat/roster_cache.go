@@ -39,6 +39,22 @@ func (r *cachedRoster) recipients(seq int64) []string {
 	return ids
 }
 
+// splitTarget divides the recipients of a mutation at seq of target
+// between the members who can see the target and those who joined after
+// it (who get it redacted).
+func (r *cachedRoster) splitTarget(seq, target int64) (see, blind []string) {
+	for _, m := range r.Members {
+		switch {
+		case m.MinSeq > seq:
+		case m.MinSeq <= target:
+			see = append(see, m.UserID)
+		default:
+			blind = append(blind, m.UserID)
+		}
+	}
+	return see, blind
+}
+
 func newRosterCache() *rosterCache {
 	return &rosterCache{m: make(map[string]*cachedRoster)}
 }

@@ -72,6 +72,9 @@ func ParseSearch(q string) (SearchQuery, error) {
 	if len(q) > maxQueryBytes {
 		return sq, Errorf(EBadRequest, "q is longer than %d bytes", maxQueryBytes)
 	}
+	// NUL separates words as any other non-alphanumeric does; left in a
+	// term it would end the index's quoted string early (a 500).
+	q = strings.ReplaceAll(q, "\x00", " ")
 	var parts []string
 	for i := 0; i < len(q); {
 		r, n := utf8.DecodeRuneInString(q[i:])

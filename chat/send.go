@@ -118,6 +118,15 @@ func (s *Service) checkSend(ctx context.Context, from string, req *SendRequest) 
 	}
 	r, err := s.member(ctx, req.Conv, from)
 	if err != nil {
+		// A sender kicked (or gone) since its send was stored still gets
+		// the first answer to a retry, as the contract promises ("retries
+		// get the first seq"): the message lies in its visible range. Only
+		// the recent ids know it here; the store has no lookup by id.
+		if ErrorCode(err) == ENotMember {
+			if m, ok := s.retried(ctx, from, req); ok {
+				return &m, nil, nil
+			}
+		}
 		return nil, nil, err
 	}
 	// A retry is answered before the rate limit: it costs nothing and a
@@ -252,6 +261,13 @@ func (s *Service) fanOut(ctx context.Context, msgs []Message) {
 			continue
 		}
 		events[i] = Event{Type: EventMessage, Conv: m.Conv, ExceptSession: m.Origin, Message: m}
+		if m.hidesTarget(r.latestJoin) {
+			see, blind := r.splitTarget(m.Seq, m.Target)
+			rm := m.redacted()
+			ds = append(ds, Delivery{Users: see, Event: &events[i]},
+				Delivery{Users: blind, Event: &Event{Type: EventMessage, Conv: m.Conv, ExceptSession: m.Origin, Message: &rm}})
+			continue
+		}
 		ds = append(ds, Delivery{Users: r.recipients(m.Seq), Event: &events[i]})
 	}
 	if len(ds) > 0 {

@@ -290,7 +290,9 @@ func (s *Service) ChangePassword(ctx context.Context, me User, token, oldPasswor
 	}
 	if !ok {
 		s.pwFailures.allow(me.ID, now)
-		return nil, Errorf(EUnauthorized, "wrong password")
+		// 403, not 401: the token is fine, and clients take a 401 as
+		// "logged out".
+		return nil, Errorf(EForbidden, "wrong password")
 	}
 	if err := checkPasswordRules(newPassword); err != nil {
 		return nil, err

@@ -168,6 +168,7 @@ type stormRun struct {
 	roster *cachedRoster
 	ids    []string // recipients of every message of the run
 	msgs   []Message
+	split  bool // a mutation's run for those who can or cannot see its target
 }
 
 func newStormMode(cfg StormConfig) *stormMode {
@@ -183,10 +184,18 @@ func newStormMode(cfg StormConfig) *stormMode {
 }
 
 func (b *stormBuffer) add(r *cachedRoster, m Message) {
+	if m.hidesTarget(r.latestJoin) {
+		// Two runs of their own, never merged into: their recipients are
+		// not a prefix of the roster by join order.
+		see, blind := r.splitTarget(m.Seq, m.Target)
+		b.runs = append(b.runs, stormRun{roster: r, ids: see, msgs: []Message{m}, split: true},
+			stormRun{roster: r, ids: blind, msgs: []Message{m.redacted()}, split: true})
+		return
+	}
 	ids := r.recipients(m.Seq)
 	// Of one roster, the recipients of a later seq include those of an
 	// earlier one: as many means the same.
-	if n := len(b.runs); n > 0 && b.runs[n-1].roster == r && len(b.runs[n-1].ids) == len(ids) {
+	if n := len(b.runs); n > 0 && !b.runs[n-1].split && b.runs[n-1].roster == r && len(b.runs[n-1].ids) == len(ids) {
 		b.runs[n-1].msgs = append(b.runs[n-1].msgs, m)
 		return
 	}

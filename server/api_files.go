@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/imserver/imserver/chat"
@@ -43,6 +44,8 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 			err = chat.Errorf(chat.EInsufficientStorage, "the server's file storage is full")
 		case errors.Is(err, files.ErrIncomplete):
 			err = chat.Errorf(chat.EBadRequest, "upload incomplete: the body ended early")
+		default:
+			err = diskFailure(err)
 		}
 		s.writeError(w, r, err)
 		return
@@ -62,7 +65,7 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		rec.Width, rec.Height = u.Width, u.Height
 	}
 	if err := f.blobs.Keep(r.Context(), u, func() error { return f.meta.CreateFile(r.Context(), rec) }); err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, diskFailure(err))
 		return
 	}
 	f.uploads.Inc()
@@ -155,7 +158,9 @@ func (s *Server) handleThumb(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, files.ErrTooManyPixels), errors.Is(err, files.ErrNoPreview):
 			s.writeError(w, r, chat.Errorf(chat.EBadRequest, "no preview: %v", err))
 		default:
-			s.fileGone(w, r, err)
+			// A thumbnail is written once, on the first request: a full
+			// disk makes that a 503 to retry, not an internal error.
+			s.fileGone(w, r, diskFailure(err))
 		}
 		return
 	}
@@ -266,3 +271,22 @@ func (f idleFile) Read(p []byte) (int, error) {
 }
 
 func (f idleFile) Seek(offset int64, whence int) (int64, error) { return f.f.Seek(offset, whence) }
+
+// diskFailure turns a failure of the disk that holds the files (full,
+// read-only, I/O error) into unavailable with Retry-After, as PROTOCOL.md
+// v1.2 asks of every write the server cannot store ("never internal"); the
+// upload works again once the disk does. Other errors are returned as they are.
+func diskFailure(err error) error {
+	var why string
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		why = "disk full"
+	case errors.Is(err, syscall.EROFS):
+		why = "read-only"
+	case errors.Is(err, syscall.EIO):
+		why = "I/O error"
+	default:
+		return err
+	}
+	return &chat.Error{Code: chat.EUnavailable, Message: "the server cannot store files now (" + why + "); retry later", RetryAfterMS: 5000}
+}

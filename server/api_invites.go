@@ -9,7 +9,7 @@ import (
 
 func (s *Server) handleCreateInvite(w http.ResponseWriter, r *http.Request) {
 	var req chat.InviteRequest
-	if err := s.decode(w, r, &req); err != nil {
+	if err := s.decodeOptional(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

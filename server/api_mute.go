@@ -9,11 +9,9 @@ func (s *Server) handleMute(w http.ResponseWriter, r *http.Request) {
 		UntilMS int64 `json:"until_ms"`
 	}
 	// The body is optional: no body mutes until unmuted.
-	if r.ContentLength != 0 {
-		if err := s.decode(w, r, &req); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
+	if err := s.decodeOptional(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	if err := s.chat.Mute(r.Context(), userOf(r).ID, r.PathValue("id"), req.UntilMS); err != nil {
 		s.writeError(w, r, err)

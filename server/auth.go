@@ -21,7 +21,9 @@ const (
 // there.
 func bearer(r *http.Request, allowQuery bool) string {
 	if h := r.Header.Get("Authorization"); h != "" {
-		if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+		// The scheme is case-insensitive (RFC 9110 11.1): "bearer" is
+		// as good as "Bearer".
+		if scheme, t, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
 			return strings.TrimSpace(t)
 		}
 		return ""

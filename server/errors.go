@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/imserver/imserver/chat"
 )
@@ -76,25 +78,48 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 }
 
+// errEmptyBody is decode's answer to a request without a body.
+var errEmptyBody = chat.Errorf(chat.EBadRequest, "request body is empty")
+
+// errNotUTF8 refuses JSON that is not UTF-8 (RFC 8259 requires it).
+var errNotUTF8 = chat.Errorf(chat.EBadRequest, "request is not valid UTF-8")
+
 // decode reads a JSON body of at most MaxRequestBytes into v.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes)
-	dec := json.NewDecoder(r.Body)
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return chat.Errorf(chat.ETooLarge, "request body is over %d bytes", s.cfg.MaxRequestBytes)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return chat.Errorf(chat.EBadRequest, "request body did not arrive within %s", s.cfg.ReadTimeout)
+	case err != nil:
+		return chat.Errorf(chat.EBadRequest, "reading the request body: %v", err)
+	case !utf8.Valid(data):
+		// JSON decoding would turn the bad bytes into U+FFFD, and two
+		// different ids could then come out the same.
+		return errNotUTF8
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			return chat.Errorf(chat.ETooLarge, "request body is over %d bytes", s.cfg.MaxRequestBytes)
-		case errors.Is(err, io.EOF):
-			return chat.Errorf(chat.EBadRequest, "request body is empty")
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			return chat.Errorf(chat.EBadRequest, "request body did not arrive within %s", s.cfg.ReadTimeout)
-		default:
-			return chat.Errorf(chat.EBadRequest, "invalid JSON: %v", err)
+		if errors.Is(err, io.EOF) {
+			return errEmptyBody
 		}
+		return chat.Errorf(chat.EBadRequest, "invalid JSON: %v", err)
 	}
 	if dec.More() {
 		return chat.Errorf(chat.EBadRequest, "invalid JSON: data after the object")
 	}
 	return nil
+}
+
+// decodeOptional is decode for requests whose fields are all optional
+// (`{max_uses?, expires_in_ms?}`, `{until_ms?}`): no body at all, also a
+// chunked one that turns out empty, means every field absent.
+func (s *Server) decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
+	err := s.decode(w, r, v)
+	if errors.Is(err, errEmptyBody) {
+		return nil
+	}
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/imserver/imserver/chat"
 )
@@ -42,6 +43,13 @@ type clientFrame struct {
 // decodeFrame parses and checks a client frame, one JSON object. On error
 // it still returns the req it could read, for the error reply.
 func decodeFrame(data []byte) (clientFrame, error) {
+	if !utf8.Valid(data) {
+		// Decoded, the bad bytes would become U+FFFD; only req is kept,
+		// for the error frame.
+		var f clientFrame
+		_ = json.Unmarshal(data, &f)
+		return clientFrame{Req: f.Req}, errNotUTF8
+	}
 	f, ok := scanFrame(data)
 	if !ok {
 		f = clientFrame{}

@@ -273,7 +273,7 @@ func TestHostileSessions(t *testing.T) {
 	bob.get(t, "/api/v1/me").want(t, http.StatusOK)
 }
 
-// A password change needs the old password (wrong: 401, then 429 like
+// A password change needs the old password (wrong: 403, then 429 like
 // failed logins), ends every other session and keeps the caller's.
 func TestHostilePasswordChange(t *testing.T) {
 	// 3 wrong passwords instead of 10 (each costs an argon2 hash).
@@ -282,7 +282,7 @@ func TestHostilePasswordChange(t *testing.T) {
 	other := alice.login(t, "Other/1.0")
 	ws := other.dial(t, "other-ws")
 	wrong := map[string]string{"old_password": "not it at all", "new_password": "a brand new password"}
-	alice.post(t, "/api/v1/auth/password", wrong).wantError(t, http.StatusUnauthorized, chat.EUnauthorized)
+	alice.post(t, "/api/v1/auth/password", wrong).wantError(t, http.StatusForbidden, chat.EForbidden)
 	alice.post(t, "/api/v1/auth/password", map[string]string{"old_password": "password-alice", "new_password": "short"}).
 		wantError(t, http.StatusBadRequest, chat.EBadRequest)
 	ok := map[string]string{"old_password": "password-alice", "new_password": "a brand new password"}
@@ -303,7 +303,7 @@ func TestHostilePasswordChange(t *testing.T) {
 	for i := 0; i < 5 && !limited; i++ {
 		r := bob.post(t, "/api/v1/auth/password", wrong)
 		switch r.Status {
-		case http.StatusUnauthorized:
+		case http.StatusForbidden:
 		case http.StatusTooManyRequests:
 			r.wantError(t, http.StatusTooManyRequests, chat.ERateLimited)
 			if r.Header.Get("Retry-After") == "" {

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 
+	"github.com/imserver/imserver/chat"
 	"github.com/imserver/imserver/internal/cork"
 )
 
@@ -18,6 +20,41 @@ import (
 type wireWriter struct {
 	http.ResponseWriter
 	wire *cork.Conn
+	// refused and refusal are an error answer the WebSocket library gave
+	// instead of upgrading (a foreign Origin, a request that is no
+	// handshake): its status and text, kept from the client so that the
+	// handler answers with the protocol's JSON error instead.
+	refused int
+	refusal bytes.Buffer
+}
+
+func (ww *wireWriter) WriteHeader(code int) {
+	if code >= 400 {
+		ww.refused = code
+		return
+	}
+	ww.ResponseWriter.WriteHeader(code)
+}
+
+func (ww *wireWriter) Write(p []byte) (int, error) {
+	if ww.refused != 0 {
+		return ww.refusal.Write(p)
+	}
+	return ww.ResponseWriter.Write(p)
+}
+
+// refusedError is the refusal as the protocol's error: forbidden for an
+// Origin not allowed, bad_request for a request that is no WebSocket
+// handshake.
+func (ww *wireWriter) refusedError() error {
+	code := chat.EBadRequest
+	switch {
+	case ww.refused == http.StatusForbidden:
+		code = chat.EForbidden
+	case ww.refused >= 500:
+		code = chat.EInternal
+	}
+	return chat.Errorf(code, "%s", strings.TrimSpace(ww.refusal.String()))
 }
 
 // Buffer sizes of a hijacked connection, kept by every session for its

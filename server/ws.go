@@ -56,8 +56,15 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	ww := &wireWriter{ResponseWriter: w}
 	conn, err := websocket.Accept(ww, r, opts)
 	if err != nil {
-		// Accept has answered the client (e.g. 403 for a foreign origin).
 		s.log.Debug("websocket upgrade", "err", err)
+		if ww.refused != 0 {
+			// Accept's plain-text answer (403 for a foreign origin, 426
+			// for a request without the handshake) was held back: the
+			// client gets the protocol's JSON error instead.
+			w.Header().Del("Connection")
+			w.Header().Del("Upgrade")
+			s.writeError(w, r, ww.refusedError())
+		}
 		return
 	}
 	conn.SetReadLimit(s.cfg.MaxFrameBytes)

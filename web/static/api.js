@@ -42,9 +42,8 @@ export function createApi({ getToken, onUnauthorized }) {
     if (!res.ok) {
       const err = data?.error ?? {};
       // A 401 on a request that carried a token means the token is gone
-      // (logged out elsewhere, revoked): back to the login screen. A
-      // password change's 401 is about the old password, not the token.
-      if (res.status === 401 && token && path !== '/auth/password') onUnauthorized?.();
+      // (logged out elsewhere, revoked): back to the login screen.
+      if (res.status === 401 && token) onUnauthorized?.();
       let retry = err.retry_after_ms;
       if (retry === undefined && res.headers.get('Retry-After')) {
         retry = Number(res.headers.get('Retry-After')) * 1000;

@@ -114,7 +114,7 @@ export function settingsDialog(api) {
       pwDone.hidden = false;
       load();
     } catch (e2) {
-      pwErr.show(e2.code === 'unauthorized' ? new Error('The current password is wrong.') : e2);
+      pwErr.show(e2.code === 'forbidden' ? new Error('The current password is wrong.') : e2);
     } finally {
       pwSubmit.disabled = false;
     }
