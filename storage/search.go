@@ -76,13 +76,17 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 	if !res.Completed {
 		hits = hits[:q.Limit]
 	}
-	load, err := tx.PrepareContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE conv_id = ? AND seq = ?`)
+	load, err := tx.PrepareContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE conv = ? AND seq = ?`)
 	if err != nil {
 		return res, err
 	}
 	defer load.Close()
 	for _, h := range hits {
-		m, err := scanMessage(load.QueryRowContext(ctx, h.conv, h.seq), h.conv)
+		key, err := db.lookupKey(ctx, tx, h.conv)
+		if err != nil {
+			return res, err
+		}
+		m, err := scanMessage(load.QueryRowContext(ctx, key, h.seq), h.conv, db.senderOf(ctx, tx))
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		} else if err != nil {
