@@ -106,6 +106,7 @@ func migrateToPostgres(ctx context.Context, from, to string, out io.Writer) erro
 		if err != nil {
 			return err
 		}
+		cols = textKeyed(table, cols)
 		pcols, err := pgColumns(ctx, ptx, table)
 		if err != nil {
 			return err
@@ -222,7 +223,7 @@ func sqliteTables(ctx context.Context, tx *sql.Tx) ([]string, error) {
 	}
 	var out []string
 	for _, n := range names {
-		shadow := n == "search_docs" || n == "search_backfill"
+		shadow := n == "search_docs" || n == "ids" || n == "search_backfill"
 		for _, v := range vnames {
 			if strings.HasPrefix(n, v+"_") {
 				shadow = true
@@ -261,9 +262,45 @@ func pgColumns(ctx context.Context, tx pgx.Tx, table string) ([]string, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-func quoteCols(cols []string) string {
+// keyedColumns are the text ids that SQLite keeps as integer keys
+// (migration 0006: the ids table maps them back), by table; PostgreSQL
+// keeps the text.
+var keyedColumns = map[string]map[string]string{
+	"messages": {"conv_id": "conv", "sender_id": "sender"},
+}
+
+// textKeyed names the columns of a SQLite table as PostgreSQL has them:
+// a key column by the text id it stands for, without the dedup hash
+// (derived from client_msg_id).
+func textKeyed(table string, cols []string) []string {
+	keyed := keyedColumns[table]
+	if keyed == nil {
+		return cols
+	}
+	out := make([]string, 0, len(cols))
+	for _, c := range cols {
+		if table == "messages" && c == "cmid_hash" {
+			continue
+		}
+		for text, key := range keyed {
+			if c == key {
+				c = text
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// selectCols is the select list of cols: a text id kept as a key is read
+// through the ids table.
+func selectCols(table string, cols []string) string {
 	q := make([]string, len(cols))
 	for i, c := range cols {
+		if key, ok := keyedColumns[table][c]; ok {
+			q[i] = `(SELECT id FROM ids WHERE key = "` + key + `") AS "` + c + `"`
+			continue
+		}
 		q[i] = `"` + c + `"`
 	}
 	return strings.Join(q, ", ")
@@ -288,7 +325,7 @@ func pgBoolColumns(ctx context.Context, tx pgx.Tx, table string) (map[string]boo
 // copyTable streams table's rows into PostgreSQL with COPY; the integers
 // of bools' columns become booleans.
 func copyTable(ctx context.Context, stx *sql.Tx, ptx pgx.Tx, table string, cols []string, bools map[string]bool) (int64, error) {
-	rows, err := stx.QueryContext(ctx, `SELECT `+quoteCols(cols)+` FROM "`+table+`"`)
+	rows, err := stx.QueryContext(ctx, `SELECT `+selectCols(table, cols)+` FROM "`+table+`"`)
 	if err != nil {
 		return 0, err
 	}
@@ -335,7 +372,7 @@ func checkCopy(ctx context.Context, stx *sql.Tx, ptx pgx.Tx, copies []tableCopy)
 	type convStat struct{ n, maxSeq, stored int64 }
 	src := map[string]convStat{}
 	rows, err := stx.QueryContext(ctx, `SELECT c.id, COUNT(m.seq), COALESCE(MAX(m.seq), 0), c.max_seq
-		FROM conversations c LEFT JOIN messages m ON m.conv_id = c.id GROUP BY c.id`)
+		FROM conversations c LEFT JOIN ids k ON k.id = c.id LEFT JOIN messages m ON m.conv = k.key GROUP BY c.id`)
 	if err != nil {
 		return err
 	}

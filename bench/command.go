@@ -123,7 +123,7 @@ command fails if any of them is off.`,
 	f.StringVar(&growthSizes, "growth-sizes", "0,1M,10M", "growth: database sizes in messages")
 	f.StringVar(&o.Growth.Dir, "growth-dir", "", "growth: where the populated databases are made and kept (default $TMPDIR/imserver-growth)")
 	f.StringVar(&o.Growth.Plot, "plot", "", "growth: write an SVG plot here")
-	f.StringVar(&o.URL, "url", "", "base URL of a running server, e.g. http://127.0.0.1:8080")
+	f.StringVar(&o.URL, "url", "", "base URL of a running server, e.g. http://127.0.0.1:8080; several nodes of one cluster comma-separated: sessions connect to them in turn (session i to node i mod n), setup and /metrics use the first")
 	f.BoolVar(&o.Embedded, "embedded", true, "start a server on a temporary database (default when --url is empty)")
 	f.StringVar(&o.ServerBin, "server-bin", "", "imserver binary for --embedded (default: this executable)")
 	f.StringVar(&o.ServerConfig, "server-config", "", "config file for --embedded instead of the bench's (keep its raised limits; --sqlite-sync is then ignored)")
@@ -275,7 +275,8 @@ func runScenario(ctx context.Context, o Options, sc *scenario) *Result {
 	}
 	res := &Result{Scenario: sc.name, Sizes: sz, BodySize: o.BodySize, Inflight: o.Inflight}
 	pid := o.ServerPID
-	base := o.URL
+	urls := strings.Split(o.URL, ",")
+	base := urls[0]
 	var srv *embeddedServer
 	if o.Embedded {
 		res.Server, res.SQLite = "embedded", o.SQLiteSync
@@ -303,6 +304,11 @@ func runScenario(ctx context.Context, o Options, sc *scenario) *Result {
 		res.Server = o.URL
 	}
 	r := newRun(sc.name, o, sz, newAPIClient(base))
+	if !o.Embedded {
+		for _, u := range urls[1:] {
+			r.nodes = append(r.nodes, newAPIClient(u))
+		}
+	}
 	r.serverPID = pid
 	var prog *progress
 	if o.Progress {

@@ -46,6 +46,9 @@ auth:
 storm:
   threshold: 1000000000
   lower_mark: 1
+websocket:
+  # idle opens thousands of sockets for a few users.
+  max_sessions_per_user: 1000000
 `, sqliteSync)
 }
 

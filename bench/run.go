@@ -12,10 +12,13 @@ import (
 
 // run is the state of one scenario against one server.
 type run struct {
-	opts   Options
-	sizes  Sizes
-	name   string
-	api    *apiClient
+	opts  Options
+	sizes Sizes
+	name  string
+	api   *apiClient
+	// nodes are the servers sessions connect to, round robin by session
+	// id (--url a,b,c); nodes[0] is api, which also takes the setup.
+	nodes  []*apiClient
 	wsHTTP *http.Client
 	epoch  time.Time
 
@@ -51,16 +54,25 @@ type stats struct {
 	typing                                  atomic.Int64 // typing frames received (--typists)
 	disconnects, reconnects, seqClashes     atomic.Int64
 	finalPulls                              atomic.Int64
+	reordered                               atomic.Int64 // live seqs below one held, from several nodes
 }
 
 func newRun(name string, o Options, sz Sizes, api *apiClient) *run {
 	return &run{
-		opts: o, sizes: sz, name: name, api: api, mix: o.Mix == "team" || (o.Mix == "" && name == "mixed"),
+		opts: o, sizes: sz, name: name, api: api, nodes: []*apiClient{api}, mix: o.Mix == "team" || (o.Mix == "" && name == "mixed"),
 		wsHTTP:     &http.Client{Transport: newWSTransport()},
 		epoch:      time.Now(),
 		ledger:     newLedger(),
 		deviations: map[string]int{}, sendErrors: map[string]int{}, notes: map[string]int{},
 	}
+}
+
+// node is the server session id connects to.
+func (r *run) node(id int) *apiClient {
+	if id < 0 {
+		id = -id
+	}
+	return r.nodes[id%len(r.nodes)]
 }
 
 // now is the time since the run's epoch; bodies carry it, so latency needs

@@ -93,6 +93,9 @@ func (r *run) finish(res *Result) {
 	res.Deviations = sortedCounts(r.deviations)
 	res.Notes = append(res.Notes, sortedCounts(r.notes)...)
 	r.mu.Unlock()
+	if n := r.stats.reordered.Load(); n > 0 {
+		res.Notes = append(res.Notes, Count{What: "live messages after a larger seq of their conversation, from several nodes (each publishes what it commits; not an order violation across nodes)", N: int(n)})
+	}
 	if n := r.stats.unknownFrames.Load(); n > 0 {
 		res.Notes = append(res.Notes, Count{What: "frames of a type the bench does not know (extensions?)", N: int(n)})
 	}

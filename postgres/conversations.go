@@ -72,7 +72,8 @@ func (db *DB) AddMembers(ctx context.Context, conv string, users []string) ([]st
 	err := db.w.exec(ctx, func(t *wtx) error {
 		added = added[:0]
 		var maxSeq int64
-		if err := t.QueryRow(`SELECT max_seq FROM conversations WHERE id = $1`, conv).Scan(&maxSeq); err != nil {
+		// Locked before max_seq is read, as in removeMember.
+		if err := t.QueryRow(`SELECT max_seq FROM conversations WHERE id = $1 FOR UPDATE`, conv).Scan(&maxSeq); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return chat.Errorf(chat.ENotFound, "conversation not found")
 			}
@@ -117,6 +118,12 @@ func (db *DB) RemoveMember(ctx context.Context, conv, user string) error {
 // owner goes, the longest-standing member becomes owner.
 func removeMember(t *wtx, conv, user string) error {
 	v, _ := t.nextVersion()
+	// The conversation's row first, before max_seq is read: a batch of
+	// messages holding it (past its membership check) either commits
+	// before, or gives way and is rerun after, checking again (writer.go).
+	if _, err := t.Exec(`SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE`, conv); err != nil {
+		return err
+	}
 	var role string
 	err := t.QueryRow(`UPDATE members SET max_seq = (SELECT max_seq FROM conversations WHERE id = $1), version = $2
 		WHERE conv_id = $1 AND user_id = $3 AND max_seq IS NULL RETURNING role`, conv, v, user).Scan(&role)

@@ -3,14 +3,15 @@
 // writer per node that commits whatever is queued in one transaction (group
 // commit), and a pool of connections for reads.
 //
-// Ordering across nodes: every write transaction first locks the row of the
-// version counter (writer.go) and holds it until COMMIT. Write transactions
-// of all nodes therefore commit one after another, in the order they took
-// their versions and seqs; a reader's snapshot always holds a prefix of both,
-// so a client syncing "after version V" or "after seq S" never skips an
-// entry that commits later with a smaller number. Each transaction carries a
-// whole batch of its node's writes, so this costs one lock hand-over per
-// batch, not per message.
+// Ordering across nodes: seqs of a conversation are taken under its row's
+// lock, versions under the version counter row's lock, each held to COMMIT
+// (writer.go). A transaction that takes seqs or versions after another
+// therefore commits after it, and a reader's snapshot always holds a prefix
+// of both: a client syncing "after version V" or "after seq S" never skips
+// an entry that commits later with a smaller number. A batch of messages
+// takes the counter last, so the writers of several nodes overlap except
+// for one statement and the commit; a batch with other writes takes it
+// first. Each transaction carries a whole batch of its node's writes.
 package postgres
 
 import (

@@ -14,9 +14,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TestBatchFailedJobAlone puts messages, a function job that fails after
-// writing and one that succeeds into one transaction (BatchDelay holds it
-// open): only the failed job's writes are undone (SAVEPOINT).
+// TestBatchFailedJobAlone queues messages, a function job that fails after
+// writing and one that succeeds in one batch (BatchDelay holds it open;
+// the function jobs share a transaction, the messages go apart): only the
+// failed job's writes are undone (SAVEPOINT).
 func TestBatchFailedJobAlone(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t, pg.NewDB(t), Options{BatchDelay: 200 * time.Millisecond})

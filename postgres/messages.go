@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -261,17 +262,37 @@ func (w *writer) earlier(t *wtx, run []*job) map[msgKey]chat.Message {
 // finishMessages moves each conversation's max_seq and version once per
 // batch, and the senders' own markers: whoever sends has read what came
 // before.
+//
+// With lockLast the versions are taken from the counter by a statement
+// queued before the markers: from then on the batch holds the counter and
+// waits only for locks that no transaction holding the counter can want
+// (rows of members are written under the counter by function batches,
+// which take it first), so such waits never close a cycle.
 func (w *writer) finishMessages(t *wtx) error {
 	if len(t.touched) == 0 {
 		return nil
 	}
-	ids, maxes, versions := make([]string, 0, len(t.touched)), make([]int64, 0, len(t.touched)), make([]int64, 0, len(t.touched))
+	ids, maxes := make([]string, 0, len(t.touched)), make([]int64, 0, len(t.touched))
 	for _, c := range t.touched {
-		v, _ := t.nextVersion()
-		ids, maxes, versions = append(ids, c.id), append(maxes, c.max), append(versions, v)
+		ids, maxes = append(ids, c.id), append(maxes, c.max)
 	}
-	t.queue(`UPDATE conversations c SET max_seq = u.m, version = u.v
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, m, v) WHERE c.id = u.id`, ids, maxes, versions)
+	if t.lockLast {
+		// The wait for the counter is bounded (writer.go).
+		t.queue("SET LOCAL lock_timeout = " + strconv.FormatInt(lockLastTimeout.Milliseconds(), 10))
+		// The i-th conversation (1-based) gets the counter's old value + i:
+		// the versions the explicit path below hands out.
+		t.queue(`WITH v AS (UPDATE counters SET value = value + $3::bigint WHERE name = 'version' RETURNING value - $3::bigint AS base)
+			UPDATE conversations c SET max_seq = u.m, version = v.base + u.i
+			FROM v, unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(id, m, i) WHERE c.id = u.id`, ids, maxes, int64(len(ids)))
+	} else {
+		versions := make([]int64, 0, len(t.touched))
+		for range t.touched {
+			v, _ := t.nextVersion()
+			versions = append(versions, v)
+		}
+		t.queue(`UPDATE conversations c SET max_seq = u.m, version = u.v
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, m, v) WHERE c.id = u.id`, ids, maxes, versions)
+	}
 	var convs, users []string
 	var seqs []int64
 	for _, s := range t.senders {

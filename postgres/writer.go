@@ -22,10 +22,28 @@ import (
 // alone (SAVEPOINT), membership and visible ranges are checked inside the
 // transaction, and committed messages go to OnCommit in seq order.
 //
-// Each transaction starts by locking the version counter's row (FOR
-// UPDATE), so the write transactions of all nodes are serialised: versions
-// and seqs become visible in the order they were handed out, and no lock is
-// ever taken before that one, so writers of different nodes cannot deadlock.
+// Versions and seqs must become visible in the order they were handed out
+// (a client syncing "after V" never skips an entry that commits later with
+// a smaller number). Seqs of a conversation are taken under its row's lock
+// (FOR UPDATE, to COMMIT). Versions come from the cluster-wide counter row,
+// whose lock is held to COMMIT: a transaction that takes versions after
+// another commits after it. How long that lock is held bounds the writes of
+// the whole cluster, so a batch of messages alone (the common case) takes
+// it last, in the pipeline that commits (lockLast); a batch with function
+// jobs, which may take any lock in any order, takes it first, as its first
+// lock. Messages batches cannot wait on each other in a cycle (each locks
+// its conversations' rows sorted, in one statement, then the counter). A
+// messages batch and a function batch can: the messages batch holds a
+// conversation row a function job wants, and waits for the counter the
+// function batch holds. So a messages batch waits for the counter no longer
+// than lockLastTimeout, below PostgreSQL's deadlock_timeout, and is then
+// rerun (runTx): the function batch is not the one PostgreSQL aborts. (Its
+// waits for rows are not bounded: behind other nodes' batches on busy
+// conversations they are long and no cycle. A function batch that locks two
+// conversations out of order while a messages batch holds one of them is
+// left to the deadlock detector; the messages batch is rerun if it is the
+// one aborted, else the function batch's jobs answer unavailable and are
+// retried.)
 type writer struct {
 	pool *pgxpool.Pool
 	seqs seqSource
@@ -34,6 +52,9 @@ type writer struct {
 	// failing is the unavailable error of the last batch, nil once one
 	// commits (WriteHealth).
 	failing atomic.Pointer[error]
+	// reruns counts the batches of messages rerun with the counter taken
+	// first (runTx), for tests.
+	reruns atomic.Int64
 
 	jobs chan *job
 	mu   sync.RWMutex // guards closed against enqueue
@@ -41,6 +62,13 @@ type writer struct {
 	done chan struct{}
 
 	closed bool
+	// commitRT is how long the last messages batch's second round trip
+	// (writes and COMMIT) took, to tell a first round trip that waited
+	// for rows from one that did not; only the writer goroutine uses it.
+	commitRT time.Duration
+	// carry is a job taken from jobs for the next batch (add); only the
+	// writer goroutine uses it.
+	carry *job
 }
 
 // job is a message to append (fn nil) or a function to run in the
@@ -124,12 +152,22 @@ func (w *writer) loop() {
 	defer close(w.done)
 	batch := make([]*job, 0, w.opts.BatchSize)
 	for {
+		if j := w.carry; j != nil {
+			w.carry = nil
+			batch = w.run(w.fill(append(batch[:0], j)))
+			continue
+		}
 		select {
 		case j := <-w.jobs:
 			batch = w.run(w.fill(append(batch[:0], j)))
 		case <-w.quit:
 			for {
-				batch = w.fill(batch[:0])
+				batch = batch[:0]
+				if j := w.carry; j != nil {
+					w.carry = nil
+					batch = append(batch, j)
+				}
+				batch = w.fill(batch)
 				if len(batch) == 0 {
 					return
 				}
@@ -139,13 +177,53 @@ func (w *writer) loop() {
 	}
 }
 
+// add appends j to batch, unless j is a message and the batch holds
+// function jobs or the other way round: then j is kept for the next batch
+// (carry), which ends the batch. Messages and function jobs never share a
+// transaction: a batch with function jobs takes the counter first, and
+// if it also locked conversation rows for messages it would wait, holding
+// the counter, for rows other nodes' messages batches hold while they wait
+// for the counter, a cycle each time (writer's type comment). Jobs still
+// run in the queue's order.
+func (w *writer) add(batch []*job, j *job) []*job {
+	if len(batch) > 0 && (batch[0].fn == nil) != (j.fn == nil) {
+		w.carry = j
+		return batch
+	}
+	return append(batch, j)
+}
+
+// moreLocked takes, once a messages batch holds its conversations' rows
+// after waiting for them (other nodes' batches into the same busy
+// conversations), the messages queued meanwhile into those conversations:
+// they cost one round trip more, not a transaction of their own behind the
+// same wait. It stops at the first job that is not one (a function job, a
+// message to another conversation, whose row would be locked out of
+// order), which starts the next batch: the queue's order is kept.
+func (w *writer) moreLocked(t *wtx, n int) []*job {
+	var extra []*job
+	for n+len(extra) < w.opts.BatchSize && w.carry == nil {
+		select {
+		case j := <-w.jobs:
+			if j.fn != nil || isV11(j) || t.convs[j.msg.Conv] == nil {
+				w.carry = j
+				return extra
+			}
+			extra = append(extra, j)
+		default:
+			return extra
+		}
+	}
+	return extra
+}
+
 // more adds the jobs queued meanwhile to batch, up to the batch size,
 // without waiting.
 func (w *writer) more(batch []*job) []*job {
-	for len(batch) < w.opts.BatchSize {
+	for len(batch) < w.opts.BatchSize && w.carry == nil {
 		select {
 		case j := <-w.jobs:
-			batch = append(batch, j)
+			batch = w.add(batch, j)
 		default:
 			return batch
 		}
@@ -160,10 +238,10 @@ func (w *writer) fill(batch []*job) []*job {
 		defer t.Stop()
 		timeout = t.C
 	}
-	for len(batch) < w.opts.BatchSize {
+	for len(batch) < w.opts.BatchSize && w.carry == nil {
 		select {
 		case j := <-w.jobs:
-			batch = append(batch, j)
+			batch = w.add(batch, j)
 			continue
 		default:
 		}
@@ -172,7 +250,7 @@ func (w *writer) fill(batch []*job) []*job {
 		}
 		select {
 		case j := <-w.jobs:
-			batch = append(batch, j)
+			batch = w.add(batch, j)
 		case <-timeout:
 			return batch
 		}
@@ -215,12 +293,72 @@ func (w *writer) run(batch []*job) []*job {
 	return batch
 }
 
+// lockLastTimeout bounds the wait for the counter of a batch that takes it
+// last (SET LOCAL lock_timeout); it must stay below PostgreSQL's
+// deadlock_timeout (1s by default) for the rerun, not the deadlock
+// detector, to break a cycle with a batch that took the counter first.
+const lockLastTimeout = 600 * time.Millisecond
+
+// rerunBackoff is how long a messages batch that gave way waits before it
+// runs again (runTx).
+const rerunBackoff = 100 * time.Millisecond
+
 func (w *writer) runTx(ctx context.Context, batch []*job) (*wtx, []*job, error) {
+	if !onlyMessages(batch) {
+		return w.runTxCounterFirst(ctx, batch)
+	}
+	t, batch, err := w.runTxLockLast(ctx, batch)
+	if err == nil || !isLockWait(err) || ctx.Err() != nil {
+		return t, batch, err
+	}
+	// A function batch held the counter too long, or a cycle with one
+	// (see the type's comment). Rolled back, the batch runs again the same
+	// way: mostly that was a long wait, and taking the counter first would
+	// make this batch hold it while it waits for rows other nodes' batches
+	// hold, which then time out in turn. Only a second failure takes the
+	// order that cannot deadlock. Seqs from Redis of a failed attempt
+	// become gaps.
+	w.reruns.Add(1)
+	// The transaction that waited for this batch's rows takes them first:
+	// taken again at once, they could close the same cycle.
+	select {
+	case <-time.After(rerunBackoff):
+	case <-ctx.Done():
+		return t, batch, err
+	}
+	t, batch, err = w.runTxLockLast(ctx, batch)
+	if err != nil && isLockWait(err) && ctx.Err() == nil {
+		w.reruns.Add(1)
+		return w.runTxCounterFirst(ctx, batch)
+	}
+	return t, batch, err
+}
+
+// onlyMessages reports whether batch may take the counter last: plain
+// messages only. v1.1 messages (mutations, replies, mentions,
+// attachments) run one at a time in runRound, like function jobs.
+func onlyMessages(batch []*job) bool {
+	for _, j := range batch {
+		if j.fn != nil || isV11(j) {
+			return false
+		}
+	}
+	return true
+}
+
+// isLockWait tells a lock wait given up (lock_timeout) or a deadlock.
+func isLockWait(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "40P01")
+}
+
+// begin acquires the writer's connection and readies a transaction on it;
+// fail rolls it back and returns err.
+func (w *writer) begin(ctx context.Context) (*wtx, func(error) error, func(), error) {
 	pc, err := w.pool.Acquire(ctx)
 	if err != nil {
-		return nil, batch, err
+		return nil, nil, nil, err
 	}
-	defer pc.Release()
 	conn := pc.Conn()
 	t := &wtx{
 		w:       w,
@@ -230,15 +368,79 @@ func (w *writer) runTx(ctx context.Context, batch []*job) (*wtx, []*job, error) 
 		convs:   make(map[string]*convTx),
 		senders: make(map[[2]string]*senderTx),
 	}
-	fail := func(err error) (*wtx, []*job, error) {
+	fail := func(err error) error {
 		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
 			// The connection's state is unknown: do not give it back.
 			conn.Close(rctx)
 		}
-		return t, batch, err
+		return err
 	}
+	return t, fail, pc.Release, nil
+}
+
+// queueCommit queues COMMIT, checking that it committed.
+func (t *wtx) queueCommit() {
+	t.queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
+		if ct.String() != "COMMIT" {
+			return fmt.Errorf("the transaction was rolled back (%s)", ct)
+		}
+		return nil
+	})
+}
+
+// runTxLockLast runs a batch of messages alone in two round trips: BEGIN
+// and the reads (the conversations' rows locked, sorted, in one
+// statement); then the writes, the counter and COMMIT, so that the
+// counter's lock is held for one statement and the commit.
+func (w *writer) runTxLockLast(ctx context.Context, batch []*job) (*wtx, []*job, error) {
+	t, fail, release, err := w.begin(ctx)
+	if err != nil {
+		return nil, batch, err
+	}
+	defer release()
+	t.lockLast = true
+	t.queue("BEGIN")
+	// A batch of messages alone is one run; appendRun sends the reads and
+	// queues the writes.
+	start := time.Now()
+	if err := w.appendRun(t, batch); err != nil {
+		return nil, batch, fail(err)
+	}
+	// Far longer than a round trip: the rows were held by other nodes'
+	// batches, and what was queued meanwhile would wait as long again.
+	if time.Since(start) > 2*w.commitRT+10*time.Millisecond {
+		if extra := w.moreLocked(t, len(batch)); len(extra) > 0 {
+			// A second run: its reads follow the first run's INSERT in
+			// the pipeline, so a retry of a message of the first run is
+			// seen.
+			batch = append(batch, extra...)
+			if err := w.appendRun(t, extra); err != nil {
+				return nil, batch, fail(err)
+			}
+		}
+	}
+	if err := w.finishMessages(t); err != nil {
+		return nil, batch, fail(err)
+	}
+	t.queueCommit()
+	start = time.Now()
+	if err := t.flush(); err != nil {
+		// As below: whether a lost COMMIT took effect is unknown.
+		return nil, batch, fail(err)
+	}
+	w.commitRT = time.Since(start)
+	return t, batch, nil
+}
+
+func (w *writer) runTxCounterFirst(ctx context.Context, batch []*job) (*wtx, []*job, error) {
+	t, fail0, release, err := w.begin(ctx)
+	if err != nil {
+		return nil, batch, err
+	}
+	defer release()
+	fail := func(err error) (*wtx, []*job, error) { return t, batch, fail0(err) }
 	// The first lock of every write transaction, on every node (see the
 	// type's comment). While other nodes hold it, this node's jobs queue
 	// up; they join the batch once the lock is taken, so the busier the
@@ -256,21 +458,15 @@ func (w *writer) runTx(ctx context.Context, batch []*job) (*wtx, []*job, error) 
 	if err := w.runRound(t, batch); err != nil {
 		return fail(err)
 	}
-	if err := t.flush(); err != nil {
-		return fail(err)
-	}
+	// What runRound left queued (the last job's RELEASE, the messages'
+	// INSERT) leaves with COMMIT: one round trip less under the lock.
 	if err := w.finishMessages(t); err != nil {
 		return fail(err)
 	}
 	if t.version != t.versionEnd {
 		t.queue(`UPDATE counters SET value = $1 WHERE name = 'version'`, t.version)
 	}
-	t.queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
-		if ct.String() != "COMMIT" {
-			return fmt.Errorf("the transaction was rolled back (%s)", ct)
-		}
-		return nil
-	})
+	t.queueCommit()
 	if err := t.flush(); err != nil {
 		// Whether a COMMIT whose answer was lost took effect is unknown;
 		// the jobs fail and clients retry, which dedup makes safe for

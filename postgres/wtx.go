@@ -10,18 +10,21 @@ import (
 
 // wtx is the writer's transaction with the state one batch shares.
 //
-// Every round trip is taken while the cluster's write lock is held, so
-// statements whose results nothing waits for (the writes of messages, the
+// Statements whose results nothing waits for (the writes of messages, the
 // markers, the counter, COMMIT) are queued and sent in one pipeline with
 // the next statement that must be answered. A batch of messages alone
-// takes two round trips: BEGIN, the lock and the reads; then the writes
-// and COMMIT.
+// takes two round trips: BEGIN and the reads, the conversations' rows
+// locked; then the writes, the counter and COMMIT (writer.go).
 type wtx struct {
 	w       *writer
 	conn    *pgx.Conn
 	ctx     context.Context
 	pending *pgx.Batch
 
+	// lockLast: the counter is taken in the last pipeline (a batch of
+	// messages alone); else it is locked from the start and version and
+	// versionEnd hold its values.
+	lockLast   bool
 	version    int64 // last version handed out
 	versionEnd int64 // value of the counter row at the start
 
@@ -73,12 +76,17 @@ func (t *wtx) flush() error {
 	return t.conn.SendBatch(t.ctx, b).Close()
 }
 
-// Exec runs a statement in the transaction, after what is queued.
+// Exec runs a statement in the transaction, in one round trip with what
+// is queued (a job's SAVEPOINT): function jobs run under the counter's
+// lock, which every other writer of the cluster may be waiting for.
 func (t *wtx) Exec(sql string, args ...any) (pgconn.CommandTag, error) {
-	if err := t.flush(); err != nil {
-		return pgconn.CommandTag{}, err
-	}
-	return t.conn.Exec(t.ctx, sql, args...)
+	var tag pgconn.CommandTag
+	t.queue(sql, args...).Exec(func(ct pgconn.CommandTag) error {
+		tag = ct
+		return nil
+	})
+	err := t.flush()
+	return tag, err
 }
 
 // QueryRow runs a query for one row in the transaction, after what is

@@ -273,7 +273,7 @@ const entrySelect = `SELECT c.id, c.kind, c.name, c.members_count, m.role, m.min
 	COALESCE(m.max_seq, c.max_seq) AS hi, m.last_ack_seq, m.read_seq,
 	MAX(m.version, CASE WHEN m.max_seq IS NULL THEN c.version ELSE 0 END) AS v,
 	pu.id, pu.username, pu.display_name,
-	lm.seq, lm.sender_id, lm.client_msg_id, lm.kind, lm.body, lm.ts, lm.reply_to, lm.mentions, lm.edited_at,
+	lm.seq, lu.id, lm.client_msg_id, lm.kind, lm.body, lm.ts, lm.reply_to, lm.mentions, lm.edited_at,
 	(SELECT COUNT(*) FROM uncounted un WHERE un.conv_id = c.id
 		AND un.seq > MAX(m.read_seq, m.min_seq - 1) AND un.seq <= COALESCE(m.max_seq, c.max_seq)),
 	(SELECT COUNT(*) FROM mentions mn WHERE mn.user_id = m.user_id AND mn.conv_id = c.id
@@ -283,9 +283,11 @@ FROM members m
 JOIN conversations c ON c.id = m.conv_id
 LEFT JOIN members pm ON c.kind = 'direct' AND pm.conv_id = c.id AND pm.user_id <> m.user_id
 LEFT JOIN users pu ON pu.id = pm.user_id
-LEFT JOIN messages lm ON lm.conv_id = c.id AND lm.seq = (SELECT l.seq FROM messages l WHERE l.conv_id = c.id
+LEFT JOIN ids ck ON ck.id = c.id
+LEFT JOIN messages lm ON lm.conv = ck.key AND lm.seq = (SELECT l.seq FROM messages l WHERE l.conv = ck.key
 	AND l.seq <= COALESCE(m.max_seq, c.max_seq) AND l.seq >= m.min_seq AND l.kind = 'text' AND l.deleted IS NULL
 	ORDER BY l.seq DESC LIMIT 1)
+LEFT JOIN ids lu ON lu.key = lm.sender
 WHERE m.user_id = ?1`
 
 type scanner interface{ Scan(...any) error }

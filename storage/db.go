@@ -106,6 +106,7 @@ type DB struct {
 
 	retention *retention // nil when messages are kept forever
 	backfill  *backfill  // nil when the search index is complete
+	keys      *keyCache  // text ids <-> integer keys (keys.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -170,7 +171,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	if err := migrate(ctx, w); err != nil {
+	if err := migrate(ctx, w, opts.Logger); err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -191,12 +192,12 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	c.SetMaxOpenConns(1)
 	c.SetMaxIdleConns(1)
 	c.SetConnMaxLifetime(0)
-	db := &DB{path: path, opts: opts, writer: w, readers: r, ckptDB: c, ckpt: newCheckpointer(c)}
+	db := &DB{path: path, opts: opts, writer: w, readers: r, ckptDB: c, ckpt: newCheckpointer(c), keys: newKeyCache()}
 	var seqs seqSource = localSeqs{seq.NewLocal()}
 	if opts.Redis != nil {
 		seqs = newRedisSeqs(seq.NewRedisAllocator(opts.Redis, opts.RedisPrefix, txBounds{}, opts.RedisAlloc))
 	}
-	if db.w, err = newWriter(ctx, w, seqs, db.ckpt, opts); err != nil {
+	if db.w, err = newWriter(ctx, w, seqs, db.keys, db.ckpt, opts); err != nil {
 		db.ckpt.close()
 		return nil, errors.Join(err, r.Close(), c.Close(), w.Close())
 	}

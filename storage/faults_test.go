@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,5 +192,118 @@ func TestDiskFullDuringMigration(t *testing.T) {
 	ch, err := db.ConversationsSince(context.Background(), u.ID, 0, chat.MaxPageLimit)
 	if err != nil || len(ch.Conversations) == 0 {
 		t.Fatalf("conversations of pop0: %d, %v", len(ch.Conversations), err)
+	}
+}
+
+// TestKeysMigrationHelperProcess is the process TestKillDuringKeysMigration
+// kills: it opens (and so migrates to integer keys) the database it is
+// given, in small batches, logging each to stdout.
+func TestKeysMigrationHelperProcess(t *testing.T) {
+	path := os.Getenv("IMSERVER_KEYS_TEST_DB")
+	if path == "" {
+		return // only as the helper process of TestKillDuringKeysMigration
+	}
+	storage.SetKeysBatchForTest(100)
+	db, err := storage.Open(context.Background(), path, storage.Options{Logger: slog.New(slog.NewTextHandler(os.Stdout, nil))})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(2)
+	}
+	db.Close()
+	fmt.Println("done")
+}
+
+// TestKillDuringKeysMigration: a process killed (SIGKILL) in the middle of
+// migration 0006's copy leaves the schema 5 database with the batches it
+// committed; the next start goes on from there (it copies fewer messages
+// than there are) to the end, with every message there once, the dedup
+// intact and integrity_check passing.
+func TestKillDuringKeysMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v5.db")
+	const total = 5000
+	want, err := storage.MakeSchema5ForTest(path, 5, 20, total)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestKeysMigrationHelperProcess$", "-test.v")
+	cmd.Env = append(os.Environ(), "IMSERVER_KEYS_TEST_DB="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Killed after its fifth batch committed, while it copies the next.
+	sc := bufio.NewScanner(out)
+	batches := 0
+	for batches < 5 && sc.Scan() {
+		if strings.Contains(sc.Text(), "copying messages") {
+			batches++
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if batches < 5 {
+		t.Fatalf("the migration logged %d batches before it ended", batches)
+	}
+	if got := schemaOf(t, path); got != 5 {
+		t.Fatalf("after the kill the schema is %d, want 5", got)
+	}
+	var log strings.Builder
+	defer storage.SetKeysBatchForTest(100000)
+	storage.SetKeysBatchForTest(100)
+	db, err := storage.Open(context.Background(), path, storage.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatalf("start after the kill: %v", err)
+	}
+	defer db.Close()
+	var copied int
+	if i := strings.Index(log.String(), `done" copied=`); i < 0 {
+		t.Fatalf("no end of the migration in the log:\n%s", log.String())
+	} else {
+		fmt.Sscanf(log.String()[i:], `done" copied=%d`, &copied)
+	}
+	if copied < 1 || copied > total-5*100 {
+		t.Fatalf("the restart copied %d messages, want at most %d (the rest was copied before the kill)", copied, total-5*100)
+	}
+	if v, err := db.SchemaVersion(context.Background()); err != nil || v != storage.KnownSchema() {
+		t.Fatalf("schema after the restart %d (%v)", v, err)
+	}
+	if s, err := db.IntegrityCheck(); err != nil || s != "ok" {
+		t.Fatalf("integrity_check: %q %v", s, err)
+	}
+	ctx := context.Background()
+	n := 0
+	for conv, cmids := range want {
+		p, err := db.Messages(ctx, conv, "u0", chat.PageQuery{Limit: 5000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Messages) != len(cmids) {
+			t.Fatalf("%s: %d messages, want %d", conv, len(p.Messages), len(cmids))
+		}
+		for i, m := range p.Messages {
+			if m.Seq != int64(i+1) || m.ClientMsgID != cmids[i] {
+				t.Fatalf("%s: message %d is %+v, want %s", conv, i, m, cmids[i])
+			}
+		}
+		n += len(p.Messages)
+	}
+	if n != total {
+		t.Fatalf("%d messages after the migration, want %d", n, total)
+	}
+	// A retry of a message copied before the kill and of one after.
+	for _, cmid := range []string{want["g0"][20], want["g19"][len(want["g19"])-1]} {
+		var n int
+		fmt.Sscanf(cmid, "c%d", &n)
+		from := []string{"gone", "u0", "u1", "u2", "u3", "u4"}[(n/20)%6]
+		if from == "gone" {
+			continue
+		}
+		m, dup, err := db.Append(ctx, chat.Message{Conv: fmt.Sprint("g", n%20), From: from, ClientMsgID: cmid, Kind: chat.KindText, Body: "again"})()
+		if err != nil || !dup || m.ClientMsgID != cmid || m.Body == "again" {
+			t.Fatalf("retry of %s: %+v dup %v %v", cmid, m, dup, err)
+		}
 	}
 }

@@ -39,8 +39,8 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	}
 	// The unique index decides duplicates: one statement for the common
 	// case, a look-up only for a retry.
-	ins, err := t.stmt(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (conv_id, sender_id, client_msg_id) DO NOTHING`)
+	ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (conv, sender, cmid_hash) DO NOTHING`)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 		return err
 	}
 	a := &t.w.insertArgs
-	a[0].Value, a[1].Value, a[2].Value, a[3].Value, a[4].Value, a[5].Value, a[6].Value, a[7].Value = m.Conv, m.Seq, m.From, m.ClientMsgID, m.Kind, m.Body, m.TS, nullInt(doc)
+	a[0].Value, a[1].Value, a[2].Value, a[3].Value, a[4].Value, a[5].Value, a[6].Value, a[7].Value, a[8].Value = j.sender.convKey, m.Seq, j.sender.userKey, cmidHash(m.ClientMsgID), m.ClientMsgID, m.Kind, m.Body, m.TS, nullInt(doc)
 	res, err := ins.exec.ExecContext(t.ctx, a[:])
 	for i := range a {
 		a[i].Value = nil // keep no message alive
@@ -60,7 +60,14 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	if n, err := res.RowsAffected(); err != nil {
 		return err
 	} else if n == 0 {
-		return w.duplicate(t, j, m)
+		// A retry, or (at 2^-64) another client_msg_id with the same
+		// hash: the slow path tells them apart.
+		if found, err := w.findDuplicate(t, j, m); found || err != nil {
+			return err
+		}
+		if err := insertFull(t, j, &m, doc); err != nil {
+			return err
+		}
 	}
 	if doc != 0 {
 		if err := w.index(t, m.Conv, m.Seq, doc, m.Body); err != nil {
@@ -119,12 +126,8 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 	if err != nil {
 		return err
 	}
-	ok, err := insertFull(t, &m, doc)
-	if err != nil {
+	if err := insertFull(t, j, &m, doc); err != nil {
 		return err
-	}
-	if !ok {
-		return w.duplicate(t, j, m)
 	}
 	if files != nil {
 		if err := w.linkFiles(t, &m, files); err != nil {
@@ -143,24 +146,20 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 	return nil
 }
 
-// duplicate answers j with the message stored earlier under its
-// client_msg_id.
-func (w *writer) duplicate(t *wtx, j *job, m chat.Message) error {
-	found, err := w.findDuplicate(t, j, m)
-	if err == nil && !found {
-		err = errors.New("storage: a duplicate message vanished")
-	}
-	return err
-}
-
 // findDuplicate answers j with the message stored earlier under its
 // client_msg_id, if there is one.
 func (w *writer) findDuplicate(t *wtx, j *job, m chat.Message) (bool, error) {
-	find, err := t.stmt(`SELECT ` + messageColumns + ` FROM messages WHERE conv_id = ? AND sender_id = ? AND client_msg_id = ?`)
+	// Every slot of the hash, and the stored text decides: a different
+	// client_msg_id that took one of them is not this one. INDEXED BY:
+	// with the client_msg_id term the planner would rather walk the whole
+	// conversation through the primary key's conv prefix.
+	find, err := t.stmt(`SELECT ` + messageColumns + ` FROM messages INDEXED BY messages_cmid
+		WHERE conv = ? AND sender = ? AND cmid_hash IN (?, ?, ?, ?) AND client_msg_id = ?`)
 	if err != nil {
 		return false, err
 	}
-	prev, err := scanMessage(find.QueryRowContext(t.ctx, m.Conv, m.From, m.ClientMsgID), m.Conv)
+	s := cmidSlots(m.ClientMsgID)
+	prev, err := scanMessage(find.QueryRowContext(t.ctx, j.sender.convKey, j.sender.userKey, s[0], s[1], s[2], s[3], m.ClientMsgID), m.Conv, func(int64) (string, error) { return m.From, nil })
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	} else if err != nil {
@@ -174,14 +173,19 @@ func (w *writer) findDuplicate(t *wtx, j *job, m chat.Message) (bool, error) {
 }
 
 // messageColumns are the columns scanMessage reads.
-const messageColumns = `seq, sender_id, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, edited_at, deleted`
+const messageColumns = `seq, sender, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, edited_at, deleted`
 
-// scanMessage reads a row of messageColumns.
-func scanMessage(s scanner, conv string) (chat.Message, error) {
+// scanMessage reads a row of messageColumns; sender names the sender's key.
+func scanMessage(s scanner, conv string, sender func(int64) (string, error)) (chat.Message, error) {
 	m := chat.Message{Conv: conv}
 	var target, on, replyTo, editedAt, deleted sql.NullInt64
 	var emoji, mentions sql.NullString
-	if err := s.Scan(&m.Seq, &m.From, &m.ClientMsgID, &m.Kind, &m.Body, &m.TS, &target, &emoji, &on, &replyTo, &mentions, &editedAt, &deleted); err != nil {
+	var from int64
+	if err := s.Scan(&m.Seq, &from, &m.ClientMsgID, &m.Kind, &m.Body, &m.TS, &target, &emoji, &on, &replyTo, &mentions, &editedAt, &deleted); err != nil {
+		return m, err
+	}
+	var err error
+	if m.From, err = sender(from); err != nil {
 		return m, err
 	}
 	m.Target, m.Emoji, m.ReplyTo, m.EditedAt = target.Int64, emoji.String, replyTo.Int64, editedAt.Int64
@@ -280,20 +284,24 @@ func (db *DB) Messages(ctx context.Context, conv, user string, q chat.PageQuery)
 		return chat.Page{}, err
 	}
 	page := chat.Page{Messages: []chat.Message{}, MaxSeq: hi}
+	key, err := db.lookupKey(ctx, tx, conv)
+	if err != nil {
+		return chat.Page{}, err
+	}
 	var rows *sql.Rows
 	if q.Backward {
 		rows, err = tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages
-			WHERE conv_id = ? AND seq < ? AND seq >= ? ORDER BY seq DESC LIMIT ?`, conv, min(q.Before, hi+1), lo, q.Limit+1)
+			WHERE conv = ? AND seq < ? AND seq >= ? ORDER BY seq DESC LIMIT ?`, key, min(q.Before, hi+1), lo, q.Limit+1)
 	} else {
 		rows, err = tx.QueryContext(ctx, `SELECT `+messageColumns+` FROM messages
-			WHERE conv_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`, conv, max(q.After, lo-1), hi, q.Limit+1)
+			WHERE conv = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`, key, max(q.After, lo-1), hi, q.Limit+1)
 	}
 	if err != nil {
 		return chat.Page{}, err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		m, err := scanMessage(rows, conv)
+		m, err := scanMessage(rows, conv, db.senderOf(ctx, tx))
 		if err != nil {
 			return chat.Page{}, err
 		}

@@ -6,6 +6,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math"
 	"sort"
 	"strconv"
@@ -29,11 +30,27 @@ func (e *SchemaTooNewError) Error() string {
 	return fmt.Sprintf("database schema %d is newer than this imserver (knows up to %d); upgrade imserver", e.Schema, e.Known)
 }
 
-// embeddedMigrations lists the embedded migrations by number, in order.
+// goMigration is a migration written in Go: one that must work in steps
+// of their own transactions (migrate_keys.go). It records its version
+// itself, in its last transaction.
+type goMigration struct {
+	version int
+	name    string
+	run     func(ctx context.Context, db *sql.DB, log *slog.Logger) error
+}
+
+// goMigrations are the Go migrations, numbered among the files.
+var goMigrations = []goMigration{{keysVersion, keysName, migrateKeys}}
+
+// embeddedMigrations lists the migrations by number, in order: the
+// embedded files and the Go ones (whose names end in .go).
 func embeddedMigrations() ([]int, []string, error) {
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
 		return nil, nil, err
+	}
+	for _, g := range goMigrations {
+		names = append(names, "migrations/"+g.name+".go")
 	}
 	sort.Strings(names)
 	versions := make([]int, len(names))
@@ -60,13 +77,13 @@ func KnownSchema() int {
 // migrate applies the embedded migrations not yet recorded, each in its own
 // transaction, in file-name order (NNNN_name.sql). A database already past
 // the newest of them is refused with *SchemaTooNewError.
-func migrate(ctx context.Context, db *sql.DB) error {
-	return migrateTo(ctx, db, math.MaxInt)
+func migrate(ctx context.Context, db *sql.DB, log *slog.Logger) error {
+	return migrateTo(ctx, db, math.MaxInt, log)
 }
 
 // migrateTo applies the migrations up to version last (tests build
 // databases as older versions left them).
-func migrateTo(ctx context.Context, db *sql.DB, last int) error {
+func migrateTo(ctx context.Context, db *sql.DB, last int, log *slog.Logger) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("migrations table: %w", err)
@@ -86,6 +103,16 @@ func migrateTo(ctx context.Context, db *sql.DB, last int) error {
 		base := strings.TrimPrefix(name, "migrations/")
 		if versions[i] > last {
 			break
+		}
+		if strings.HasSuffix(base, ".go") {
+			for _, g := range goMigrations {
+				if g.version == versions[i] && current < g.version {
+					if err := g.run(ctx, db, log); err != nil {
+						return fmt.Errorf("migration %s: %w", g.name, err)
+					}
+				}
+			}
+			continue
 		}
 		body, err := fs.ReadFile(migrations, name)
 		if err != nil {

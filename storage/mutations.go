@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/imserver/imserver/chat"
@@ -23,7 +24,7 @@ func hasExtras(m *chat.Message) bool {
 
 // target is the current state of a mutation's or reply's target.
 type target struct {
-	from     string
+	from     int64 // the sender's key
 	kind     string
 	body     string
 	mentions string
@@ -43,11 +44,11 @@ func loadTarget(t *wtx, s *senderTx, conv string, seq int64) (target, error) {
 	if seq < minSeq {
 		return tg, chat.Errorf(chat.ENotFound, "message %d not found", seq)
 	}
-	st, err := t.stmt(`SELECT sender_id, kind, body, COALESCE(mentions, ''), COALESCE(deleted, 0), COALESCE(doc, 0) FROM messages WHERE conv_id = ? AND seq = ?`)
+	st, err := t.stmt(`SELECT sender, kind, body, COALESCE(mentions, ''), COALESCE(deleted, 0), COALESCE(doc, 0) FROM messages WHERE conv = ? AND seq = ?`)
 	if err != nil {
 		return tg, err
 	}
-	err = st.QueryRowContext(t.ctx, conv, seq).Scan(&tg.from, &tg.kind, &tg.body, &tg.mentions, &tg.deleted, &tg.doc)
+	err = st.QueryRowContext(t.ctx, s.convKey, seq).Scan(&tg.from, &tg.kind, &tg.body, &tg.mentions, &tg.deleted, &tg.doc)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && tg.kind != chat.KindText) {
 		return tg, chat.Errorf(chat.ENotFound, "message %d not found", seq)
 	}
@@ -87,11 +88,11 @@ func (w *writer) checkExtras(t *wtx, j *job, m *chat.Message) (target, error) {
 	}
 	switch m.Kind {
 	case chat.KindEdit:
-		if tg.from != m.From {
+		if tg.from != j.sender.userKey {
 			return tg, chat.Errorf(chat.EForbidden, "only its sender may edit a message")
 		}
 	case chat.KindDelete:
-		if tg.from != m.From {
+		if tg.from != j.sender.userKey {
 			_, role, err := senderRow(t, j.sender)
 			if err != nil {
 				return tg, err
@@ -134,20 +135,26 @@ func (c *convTx) kind(t *wtx) string {
 	return c.kindName
 }
 
-// insertFull stores a message with the v1.1 columns.
-func insertFull(t *wtx, m *chat.Message, doc int64) (bool, error) {
-	ins, err := t.stmt(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, doc)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conv_id, sender_id, client_msg_id) DO NOTHING`)
+// insertFull stores a message with the v1.1 columns, in the first free
+// slot of its client_msg_id's hash (cmidSlots): the caller found no
+// message stored under that client_msg_id, so a taken slot holds another.
+func insertFull(t *wtx, j *job, m *chat.Message, doc int64) error {
+	ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, doc)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conv, sender, cmid_hash) DO NOTHING`)
 	if err != nil {
-		return false, err
+		return err
 	}
-	res, err := ins.ExecContext(t.ctx, m.Conv, m.Seq, m.From, m.ClientMsgID, m.Kind, m.Body, m.TS,
-		nullInt(m.Target), nullString(m.Emoji), nullBool(m.On), nullInt(m.ReplyTo), nullString(strings.Join(m.Mentions, " ")), nullInt(doc))
-	if err != nil {
-		return false, err
+	for _, h := range cmidSlots(m.ClientMsgID) {
+		res, err := ins.ExecContext(t.ctx, j.sender.convKey, m.Seq, j.sender.userKey, h, m.ClientMsgID, m.Kind, m.Body, m.TS,
+			nullInt(m.Target), nullString(m.Emoji), nullBool(m.On), nullInt(m.ReplyTo), nullString(strings.Join(m.Mentions, " ")), nullInt(doc))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
+			return err
+		}
 	}
-	n, err := res.RowsAffected()
-	return n > 0, err
+	return fmt.Errorf("storage: %d other client_msg_ids of this sender share the hash of %q", cmidProbes, m.ClientMsgID)
 }
 
 // applyExtras applies a stored message to the state it changes.
@@ -184,11 +191,11 @@ func (w *writer) applyExtras(t *wtx, j *job, m *chat.Message, tg target) error {
 }
 
 func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
-	st, err := t.stmt(`UPDATE messages SET body = ?, edited_at = ?, mentions = ? WHERE conv_id = ? AND seq = ?`)
+	st, err := t.stmt(`UPDATE messages SET body = ?, edited_at = ?, mentions = ? WHERE conv = ? AND seq = ?`)
 	if err != nil {
 		return err
 	}
-	if _, err := st.ExecContext(t.ctx, m.Body, m.TS, nullString(strings.Join(m.Mentions, " ")), m.Conv, m.Target); err != nil {
+	if _, err := st.ExecContext(t.ctx, m.Body, m.TS, nullString(strings.Join(m.Mentions, " ")), j.conv.key, m.Target); err != nil {
 		return err
 	}
 	if err := dropMentions(t, m.Conv, m.Target, tg.mentions); err != nil {
@@ -203,11 +210,11 @@ func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
 		if err != nil {
 			return err
 		}
-		st, err := t.stmt(`UPDATE messages SET doc = ? WHERE conv_id = ? AND seq = ?`)
+		st, err := t.stmt(`UPDATE messages SET doc = ? WHERE conv = ? AND seq = ?`)
 		if err != nil {
 			return err
 		}
-		if _, err := st.ExecContext(t.ctx, doc, m.Conv, m.Target); err != nil {
+		if _, err := st.ExecContext(t.ctx, doc, j.conv.key, m.Target); err != nil {
 			return err
 		}
 		return w.index(t, m.Conv, m.Target, doc, m.Body)
@@ -224,11 +231,11 @@ func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
 // WAL frames that still hold them go at the next truncating checkpoint
 // (DB.Close).
 func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
-	st, err := t.stmt(`UPDATE messages SET body = '', deleted = 1, mentions = NULL, doc = NULL WHERE conv_id = ? AND seq = ?`)
+	st, err := t.stmt(`UPDATE messages SET body = '', deleted = 1, mentions = NULL, doc = NULL WHERE conv = ? AND seq = ?`)
 	if err != nil {
 		return err
 	}
-	if _, err := st.ExecContext(t.ctx, m.Conv, m.Target); err != nil {
+	if _, err := st.ExecContext(t.ctx, j.conv.key, m.Target); err != nil {
 		return err
 	}
 	// The edits are found first and blanked one by one by primary key: a
@@ -237,11 +244,11 @@ func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
 	// delete would leave one more small segment for every later secure
 	// delete and query to seek. INDEXED BY: without it the planner reads
 	// the whole conversation through the primary key's conv_id prefix.
-	find, err := t.stmt(`SELECT seq FROM messages INDEXED BY messages_target WHERE conv_id = ? AND target = ? AND kind = 'edit' AND body <> ''`)
+	find, err := t.stmt(`SELECT seq FROM messages INDEXED BY messages_targets WHERE conv = ? AND target = ? AND kind = 'edit' AND body <> ''`)
 	if err != nil {
 		return err
 	}
-	nv, err := namedValues([]any{m.Conv, m.Target})
+	nv, err := namedValues([]any{j.conv.key, m.Target})
 	if err != nil {
 		return err
 	}
@@ -264,12 +271,12 @@ func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
 	if err != nil {
 		return err
 	}
-	blank, err := t.stmt(`UPDATE messages SET body = '', mentions = NULL WHERE conv_id = ? AND seq = ?`)
+	blank, err := t.stmt(`UPDATE messages SET body = '', mentions = NULL WHERE conv = ? AND seq = ?`)
 	if err != nil {
 		return err
 	}
 	for _, seq := range edits {
-		if _, err := blank.ExecContext(t.ctx, m.Conv, seq); err != nil {
+		if _, err := blank.ExecContext(t.ctx, j.conv.key, seq); err != nil {
 			return err
 		}
 	}

@@ -99,8 +99,8 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 	}
 	// Conversations whose oldest message is old enough; the first row of
 	// each is one b-tree descent of the primary key.
-	rows, err := db.readers.QueryContext(ctx, `SELECT c.id FROM conversations c
-		WHERE (SELECT ts FROM messages m WHERE m.conv_id = c.id ORDER BY seq LIMIT 1) < ?`, before)
+	rows, err := db.readers.QueryContext(ctx, `SELECT c.id FROM conversations c JOIN ids k ON k.id = c.id
+		WHERE (SELECT ts FROM messages m WHERE m.conv = k.key ORDER BY seq LIMIT 1) < ?`, before)
 	if err != nil {
 		return 0, err
 	}
@@ -124,9 +124,13 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 			more := false
 			err := db.w.exec(ctx, func(t *wtx) error {
 				n, more = 0, false
+				key, err := t.key(conv, false)
+				if err != nil {
+					return err
+				}
 				// The oldest batch of the conversation, in seq order; the
 				// cut ends before the first message inside the window.
-				rs, err := t.QueryContext(t.ctx, `SELECT seq, ts, doc, body FROM messages WHERE conv_id = ? ORDER BY seq LIMIT ?`, conv, batch)
+				rs, err := t.QueryContext(t.ctx, `SELECT seq, ts, doc, body FROM messages WHERE conv = ? ORDER BY seq LIMIT ?`, key, batch)
 				if err != nil {
 					return err
 				}
@@ -180,11 +184,13 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 					`DELETE FROM reactions WHERE conv_id = ?1 AND target <= ?2`,
 					`DELETE FROM uncounted WHERE conv_id = ?1 AND seq <= ?2`,
 					`DELETE FROM mentions WHERE user_id IN (SELECT user_id FROM members WHERE conv_id = ?1) AND conv_id = ?1 AND seq <= ?2`,
-					`DELETE FROM messages WHERE conv_id = ?1 AND seq <= ?2`,
 				} {
 					if _, err := t.ExecContext(t.ctx, q, conv, last); err != nil {
 						return err
 					}
+				}
+				if _, err := t.ExecContext(t.ctx, `DELETE FROM messages WHERE conv = ? AND seq <= ?`, key, last); err != nil {
+					return err
 				}
 				return nil
 			})

@@ -60,13 +60,14 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 		return res, searchError(err)
 	}
 	defer rows.Close()
-	load, err := tx.PrepareContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE conv_id = ? AND seq = ?`)
+	load, err := tx.PrepareContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE conv = ? AND seq = ?`)
 	if err != nil {
 		return res, err
 	}
 	defer load.Close()
 	// A hit is loaded once it lies in the user's ranges: its phrases are
 	// checked against the body (the index matched their words only).
+	senderOf := db.senderOf(ctx, tx)
 	var hits []chat.Message
 	for len(hits) <= q.Limit && rows.Next() {
 		var conv string
@@ -78,7 +79,11 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 		if !ok || seq < r.lo || seq > r.hi || (q.BeforeSeq > 0 && seq >= q.BeforeSeq) {
 			continue
 		}
-		m, err := scanMessage(load.QueryRowContext(ctx, conv, seq), conv)
+		key, err := db.lookupKey(ctx, tx, conv)
+		if err != nil {
+			return res, err
+		}
+		m, err := scanMessage(load.QueryRowContext(ctx, key, seq), conv, senderOf)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		} else if err != nil {

@@ -141,7 +141,8 @@ func (w *writer) backfillBatch(t *wtx, limit int) (int64, int, error) {
 	}
 	docs := make([]doc, 0, limit)
 	rows, err := t.QueryContext(t.ctx, `SELECT d.doc, m.body FROM search_docs d
-		JOIN messages m ON m.conv_id = d.conv_id AND m.seq = d.seq
+		JOIN ids k ON k.id = d.conv_id
+		JOIN messages m ON m.conv = k.key AND m.seq = d.seq
 		WHERE d.doc <= ? ORDER BY d.doc DESC LIMIT ?`, pending, limit)
 	if err != nil {
 		return 0, 0, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +28,7 @@ func oldSearchDatabase(t *testing.T, n int) string {
 		t.Fatal(err)
 	}
 	defer old.Close()
-	if err := migrateTo(ctx, old, 5); err != nil {
+	if err := migrateTo(ctx, old, 5, slog.Default()); err != nil {
 		t.Fatal(err)
 	}
 	if v, err := schemaVersion(ctx, old); err != nil || v != 5 {

@@ -19,7 +19,7 @@ func TestMigrationIndexesOldMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := migrateTo(ctx, old, 1); err != nil {
+	if err := migrateTo(ctx, old, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{

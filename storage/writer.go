@@ -24,10 +24,11 @@ type writer struct {
 	dc    any       // the driver connection under conn
 	stmts map[string]*wstmt
 	// insertArgs is reused by every insert of a message.
-	insertArgs [8]driver.NamedValue
+	insertArgs [9]driver.NamedValue
 	ftsArgs    [2]driver.NamedValue
 
 	seqs   seqSource
+	keys   *keyCache // text ids <-> integer keys (keys.go)
 	ckpt   *checkpointer
 	opts   Options
 	health health
@@ -71,7 +72,7 @@ type result struct {
 
 var errClosed = chat.Errorf(chat.EUnavailable, "the server is shutting down")
 
-func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, ckpt *checkpointer, opts Options) (*writer, error) {
+func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, keys *keyCache, ckpt *checkpointer, opts Options) (*writer, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -80,6 +81,7 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, ckpt *checkpoint
 		conn:  conn,
 		stmts: make(map[string]*wstmt),
 		seqs:  seqs,
+		keys:  keys,
 		ckpt:  ckpt,
 		opts:  opts,
 		jobs:  make(chan *job, 4*opts.BatchSize),
@@ -305,6 +307,7 @@ func (w *writer) run(batch []*job) []*job {
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.Batch(len(batch), len(t.committed), time.Since(start))
 	}
+	w.keys.addAll(t.keys) // committed now
 	w.commits.Add(1)
 	w.walPages.Add(int64(frames))
 	// Freed attachment bytes go once the commit that freed them is in.
@@ -507,6 +510,18 @@ func (w *writer) reserve(t *wtx, round []*job) error {
 			return err
 		}
 		s.checked, s.member = true, n > 0
+		if !s.member {
+			continue
+		}
+		// Keys are made for members' messages only, so a stranger's
+		// sends cannot fill the ids table.
+		if s.convKey, err = t.key(s.conv, true); err != nil {
+			return err
+		}
+		if s.userKey, err = t.key(s.user, true); err != nil {
+			return err
+		}
+		j.conv.key = s.convKey
 	}
 	for _, c := range convs {
 		n := c.n

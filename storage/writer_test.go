@@ -81,7 +81,7 @@ func TestAppendConcurrentGapless(t *testing.T) {
 	total := 0
 	for g := range groups {
 		conv := fmt.Sprint("g", g)
-		rows, err := db.readers.Query(`SELECT seq FROM messages WHERE conv_id = ? ORDER BY seq`, conv)
+		rows, err := db.readers.Query(`SELECT seq FROM messages WHERE conv = (SELECT key FROM ids WHERE id = ?) ORDER BY seq`, conv)
 		if err != nil {
 			t.Fatal(err)
 		}

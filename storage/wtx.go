@@ -50,11 +50,13 @@ type wtx struct {
 	senders   map[[2]string]*senderTx // (conv, sender) pairs that sent
 	committed []chat.Message          // appended, in order
 	freed     []string                // file contents whose last row was deleted
+	keys      map[string]int64        // keys made or read, not yet committed (keys.go)
 }
 
 // convTx is what one transaction did with one conversation.
 type convTx struct {
 	id       string
+	key      int64    // integer key, set with its senders' (writer.reserve)
 	n        int64    // messages of the current round
 	r        seqRange // the current round's reservation
 	reserved bool     // seqs were reserved: a rollback must tell the allocator
@@ -65,10 +67,11 @@ type convTx struct {
 
 // senderTx is one (conversation, sender) pair of a transaction.
 type senderTx struct {
-	conv, user string
-	checked    bool  // membership was read in this transaction
-	member     bool  // may send
-	max        int64 // largest seq appended, 0 for none
+	conv, user       string
+	convKey, userKey int64 // integer keys, set when membership is read
+	checked          bool  // membership was read in this transaction
+	member           bool  // may send
+	max              int64 // largest seq appended, 0 for none
 	// The sender's member row, read when a mutation or reply needs it.
 	rowRead bool
 	minSeq  int64
