@@ -126,15 +126,8 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	}
 	ccfg := chatConfig(cfg)
 	ccfg.Storm.Counter, ccfg.Events, ccfg.Observer = window, events, metrics
-	var push *server.PushSender
-	if cfg.Push.Enabled {
-		push = server.NewPushSender(server.PushOptions{
-			Subscriber:   pushSubscriber(cfg),
-			AllowPrivate: cfg.Push.AllowPrivate,
-			Timeout:      cfg.Push.Timeout,
-			QueueSize:    cfg.Push.Queue,
-			Attempts:     cfg.Push.Attempts,
-		}, metrics, log)
+	push := pushSender(cfg, metrics, log)
+	if push != nil {
 		ccfg.Push = chat.PushConfig{Sender: push, Delay: cfg.Push.Delay, Preview: cfg.Push.Preview}
 	}
 	if bus != nil {
@@ -151,31 +144,11 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		db.Close()
 		return err
 	}
-	// Files: metadata in the store, bytes in files.dir. On PostgreSQL
-	// there is no database file to put them beside, and every node must
-	// use the same directory (docs/scaling.md): without files.dir the file
-	// routes are off (uploads answer 404).
-	var fileSvc *server.Files
-	fdb, ok := db.(server.FileDB)
-	if ok && isPostgres(cfg.DB) && cfg.Files.Dir == "" {
-		ok = false
-		log.Warn("files are off: on PostgreSQL set files.dir to a directory every node shares", "db", dbName)
-	}
-	if ok {
-		fileSvc, err = server.OpenFiles(ctx, fdb, server.FilesOptions{
-			Dir:            cfg.filesDir(),
-			MaxFileBytes:   cfg.Limits.MaxFileBytes,
-			MaxTotalBytes:  cfg.Files.MaxTotalBytes,
-			OrphanTTL:      cfg.Files.OrphanTTL,
-			SweepInterval:  cfg.Files.SweepInterval,
-			MaxImagePixels: cfg.Files.MaxImagePixels,
-			ThumbWorkers:   cfg.Files.ThumbWorkers,
-		}, metrics, log)
-		if err != nil {
-			svc.Close()
-			db.Close()
-			return err
-		}
+	fileSvc, err := openFiles(ctx, cfg, db, dbName, metrics, log)
+	if err != nil {
+		svc.Close()
+		db.Close()
+		return err
 	}
 	build := readBuildInfo()
 	stopAll := func() {
@@ -198,30 +171,9 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		stopAll()
 		return err
 	}
-	srv := server.New(server.Config{
-		MaxRequestBytes:    cfg.Limits.MaxRequestBytes,
-		MaxFrameBytes:      cfg.Limits.MaxFrameBytes,
-		AllowedOrigins:     cfg.WebSocket.AllowedOrigins,
-		SessionQueue:       cfg.WebSocket.SessionQueue,
-		WriteTimeout:       cfg.WebSocket.WriteTimeout,
-		WriteDelay:         cfg.WebSocket.WriteDelay,
-		PresenceGrace:      cfg.WebSocket.PresenceGrace,
-		Pprof:              cfg.Debug.Pprof,
-		Files:              fileSvc,
-		ReadTimeout:        cfg.HTTP.ReadTimeout,
-		APIWriteTimeout:    cfg.HTTP.WriteTimeout,
-		MaxSessionsPerUser: cfg.WebSocket.MaxSessionsPerUser,
-		Version:            build.Version,
-		Commit:             build.Commit,
-		Schema:             schema,
-		TrustedProxies:     proxies,
-		LoginFailures:      cfg.Limits.LoginFailures,
-		RegisterPerHour:    cfg.Limits.RegisterPerHour,
-		PublicURL:          cfg.HTTP.PublicURL,
-		HSTS:               tlsc != nil,
-		Push:               push,
-		PushAllowPrivate:   cfg.Push.AllowPrivate,
-	}, svc, hub, metrics, web.Handler(), health, log)
+	scfg := serverConfig(cfg, build, schema)
+	scfg.TrustedProxies, scfg.HSTS, scfg.Files, scfg.Push = proxies, tlsc != nil, fileSvc, push
+	srv := server.New(scfg, svc, hub, metrics, web.Handler(), health, log)
 	if rdb != nil {
 		srv.ShareOnline(rdb, cfg.RedisPrefix)
 	}
@@ -275,6 +227,70 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	fileSvc.Close()
 	err = errors.Join(err, db.Close())
 	return err
+}
+
+// serverConfig maps the configuration onto the server's; serve adds what
+// it builds (files, push, TLS, proxies).
+func serverConfig(cfg Config, build buildInfo, schema int) server.Config {
+	return server.Config{
+		MaxRequestBytes:    cfg.Limits.MaxRequestBytes,
+		MaxFrameBytes:      cfg.Limits.MaxFrameBytes,
+		AllowedOrigins:     cfg.WebSocket.AllowedOrigins,
+		SessionQueue:       cfg.WebSocket.SessionQueue,
+		WriteTimeout:       cfg.WebSocket.WriteTimeout,
+		WriteDelay:         cfg.WebSocket.WriteDelay,
+		PresenceGrace:      cfg.WebSocket.PresenceGrace,
+		Pprof:              cfg.Debug.Pprof,
+		ReadTimeout:        cfg.HTTP.ReadTimeout,
+		APIWriteTimeout:    cfg.HTTP.WriteTimeout,
+		MaxSessionsPerUser: cfg.WebSocket.MaxSessionsPerUser,
+		Version:            build.Version,
+		Commit:             build.Commit,
+		Schema:             schema,
+		LoginFailures:      cfg.Limits.LoginFailures,
+		RegisterPerHour:    cfg.Limits.RegisterPerHour,
+		PublicURL:          cfg.HTTP.PublicURL,
+		PushAllowPrivate:   cfg.Push.AllowPrivate,
+	}
+}
+
+// pushSender returns the Web Push sender, nil when push is off.
+func pushSender(cfg Config, metrics *server.Metrics, log *slog.Logger) *server.PushSender {
+	if !cfg.Push.Enabled {
+		return nil
+	}
+	return server.NewPushSender(server.PushOptions{
+		Subscriber:   pushSubscriber(cfg),
+		AllowPrivate: cfg.Push.AllowPrivate,
+		Timeout:      cfg.Push.Timeout,
+		QueueSize:    cfg.Push.Queue,
+		Attempts:     cfg.Push.Attempts,
+	}, metrics, log)
+}
+
+// openFiles starts the file service: metadata in the store, bytes in
+// files.dir. On PostgreSQL there is no database file to put them beside,
+// and every node must use the same directory (docs/scaling.md): without
+// files.dir the file routes are off (uploads answer 404), as they are on
+// a store without files. A nil *server.Files is "off".
+func openFiles(ctx context.Context, cfg Config, db chat.Store, dbName string, metrics *server.Metrics, log *slog.Logger) (*server.Files, error) {
+	fdb, ok := db.(server.FileDB)
+	if !ok {
+		return nil, nil
+	}
+	if isPostgres(cfg.DB) && cfg.Files.Dir == "" {
+		log.Warn("files are off: on PostgreSQL set files.dir to a directory every node shares", "db", dbName)
+		return nil, nil
+	}
+	return server.OpenFiles(ctx, fdb, server.FilesOptions{
+		Dir:            cfg.filesDir(),
+		MaxFileBytes:   cfg.Limits.MaxFileBytes,
+		MaxTotalBytes:  cfg.Files.MaxTotalBytes,
+		OrphanTTL:      cfg.Files.OrphanTTL,
+		SweepInterval:  cfg.Files.SweepInterval,
+		MaxImagePixels: cfg.Files.MaxImagePixels,
+		ThumbWorkers:   cfg.Files.ThumbWorkers,
+	}, metrics, log)
 }
 
 func chatConfig(cfg Config) chat.Config {
