@@ -65,7 +65,9 @@ func (s *Service) prepareSend(ctx context.Context, from string, req SendRequest)
 	if err != nil || m != nil {
 		return Message{}, m, err
 	}
-	s.recordStorm(ctx, req.Conv)
+	if r != nil { // else not a member now: the store decides (checkSend)
+		s.recordStorm(ctx, req.Conv)
+	}
 	msg := Message{
 		Conv:        req.Conv,
 		From:        from,
@@ -79,7 +81,7 @@ func (s *Service) prepareSend(ctx context.Context, from string, req SendRequest)
 		ReplyTo:     req.ReplyTo,
 		Origin:      req.Origin,
 	}
-	if req.Kind == KindText || req.Kind == KindEdit {
+	if r != nil && (req.Kind == KindText || req.Kind == KindEdit) {
 		msg.Mentions = mentions(r, from, req.Body)
 	}
 	return msg, nil, nil
@@ -93,7 +95,8 @@ func (s *Service) stored(m Message) Message {
 }
 
 // checkSend validates a send; it returns the stored message when the send is a
-// known retry, and the conversation's roster.
+// known retry, and the conversation's roster (nil when the sender is not a
+// member now and only the store can tell a retry).
 func (s *Service) checkSend(ctx context.Context, from string, req *SendRequest) (*Message, *cachedRoster, error) {
 	if req.Conv == "" {
 		return nil, nil, Errorf(EBadRequest, "conv is required")
@@ -120,11 +123,16 @@ func (s *Service) checkSend(ctx context.Context, from string, req *SendRequest) 
 	if err != nil {
 		// A sender kicked (or gone) since its send was stored still gets
 		// the first answer to a retry, as the contract promises ("retries
-		// get the first seq"): the message lies in its visible range. Only
-		// the recent ids know it here; the store has no lookup by id.
+		// get the first seq"): the message lies in its visible range. The
+		// recent ids may know it; otherwise (after a restart, or evicted)
+		// only the store does, so the send goes there with no roster: the
+		// store answers the retry, or refuses the send as not_member.
 		if ErrorCode(err) == ENotMember {
 			if m, ok := s.retried(ctx, from, req); ok {
 				return &m, nil, nil
+			}
+			if ok, _ := s.limits.allow(from, time.Now()); ok {
+				return nil, nil, nil
 			}
 		}
 		return nil, nil, err

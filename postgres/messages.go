@@ -70,7 +70,13 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 		case c == nil:
 			j.r = result{err: chat.Errorf(chat.ENotFound, "conversation not found")}
 		case !t.senders[[2]string{m.Conv, m.From}].member:
-			j.r = result{err: chat.Errorf(chat.ENotMember, "not a member of this conversation")}
+			// A retry of what the sender stored while a member gets the
+			// first answer, even now ("retries get the first seq").
+			if p, ok := prev[msgKey{m.Conv, m.From, m.ClientMsgID}]; ok {
+				j.r = result{msg: p, dup: true}
+			} else {
+				j.r = result{err: chat.Errorf(chat.ENotMember, "not a member of this conversation")}
+			}
 		default:
 			k := msgKey{m.Conv, m.From, m.ClientMsgID}
 			if p, ok := prev[k]; ok {

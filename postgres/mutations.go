@@ -146,16 +146,12 @@ func (w *writer) appendV11(t *wtx, j *job) error {
 	}
 	c := t.convs[m.Conv]
 	s := t.senders[[2]string{m.Conv, m.From}]
-	switch {
-	case c == nil:
+	if c == nil {
 		j.r = result{err: chat.Errorf(chat.ENotFound, "conversation not found")}
-		return nil
-	case !s.member:
-		j.r = result{err: chat.Errorf(chat.ENotMember, "not a member of this conversation")}
 		return nil
 	}
 	// A retry gets the first result, even where the send would now be
-	// refused (the target deleted since).
+	// refused (the target deleted since, the sender no longer a member).
 	prev, err := scanMessage(t.QueryRow(`SELECT `+messageColumns+` FROM messages m
 		WHERE m.conv_id = $1 AND m.sender_id = $2 AND m.client_msg_id = $3`, m.Conv, m.From, m.ClientMsgID), m.Conv)
 	if err == nil {
@@ -166,6 +162,10 @@ func (w *writer) appendV11(t *wtx, j *job) error {
 		return nil
 	} else if !errors.Is(err, pgx.ErrNoRows) {
 		return err
+	}
+	if !s.member {
+		j.r = result{err: chat.Errorf(chat.ENotMember, "not a member of this conversation")}
+		return nil
 	}
 	tg, err := w.checkV11(t, c, &m)
 	var files []chat.File

@@ -262,3 +262,41 @@ func TestInvalidUTF8Refused(t *testing.T) {
 		t.Fatalf("stored %d messages from invalid UTF-8", len(got))
 	}
 }
+
+// TestRetryAfterKickAndRestart: guarantee 3 ("retries get the first seq")
+// holds for a kicked sender also when only the store remembers the send
+// (after a restart, nothing is in the recent ids): a text and an edit are
+// answered with their first result; a fresh send is still refused.
+func TestRetryAfterKickAndRestart(t *testing.T) {
+	ts := newServer(t)
+	ann, bob := ts.register(t, "ann"), ts.register(t, "bob")
+	conv := ann.group(t, "team", bob).ID
+	first := bob.send(t, conv, "b-1", "sent before the kick")
+	edit := bob.edit(t, conv, first.Seq, "edited before the kick")
+	ann.del(t, convPath(conv, "members", bob.ID())).want(t, http.StatusNoContent)
+	ts.restart()
+
+	var reply struct {
+		Message   messageJSON `json:"message"`
+		Duplicate bool        `json:"duplicate"`
+	}
+	bob.post(t, convPath(conv, "messages"), map[string]string{"client_msg_id": "b-1", "body": "sent before the kick"}).
+		want(t, http.StatusOK).decode(t, &reply)
+	if !reply.Duplicate || reply.Message.Seq != first.Seq {
+		t.Fatalf("text retried after kick and restart: seq %d duplicate %v, want seq %d duplicate true", reply.Message.Seq, reply.Duplicate, first.Seq)
+	}
+	r := bob.sendKind(t, conv, map[string]any{"client_msg_id": edit.ClientMsgID, "kind": "edit", "target": first.Seq, "body": "edited before the kick"})
+	r.want(t, http.StatusOK).decode(t, &reply)
+	if !reply.Duplicate || reply.Message.Seq != edit.Seq {
+		t.Fatalf("edit retried after kick and restart: seq %d duplicate %v, want seq %d duplicate true", reply.Message.Seq, reply.Duplicate, edit.Seq)
+	}
+	bob.post(t, convPath(conv, "messages"), map[string]string{"client_msg_id": "b-2", "body": "after"}).
+		wantError(t, http.StatusForbidden, "not_member")
+	// Someone who never was a member learns nothing either way.
+	eve := ts.register(t, "eve")
+	eve.post(t, convPath(conv, "messages"), map[string]string{"client_msg_id": "b-1", "body": "x"}).
+		wantError(t, http.StatusForbidden, "not_member")
+	if got := len(ann.all(t, conv)); got != 2 {
+		t.Fatalf("ann sees %d messages, want 2", got)
+	}
+}

@@ -23,6 +23,11 @@ func (db *DB) Append(ctx context.Context, m chat.Message) chat.Pending {
 
 func (w *writer) appendMessage(t *wtx, j *job) error {
 	if !j.sender.member {
+		// A retry of what the sender stored while a member gets the first
+		// answer, even now ("retries get the first seq").
+		if found, err := w.formerDuplicate(t, j); found || err != nil {
+			return err
+		}
 		j.r = result{err: chat.Errorf(chat.ENotMember, "not a member of this conversation")}
 		return nil
 	}
@@ -170,6 +175,22 @@ func (w *writer) findDuplicate(t *wtx, j *job, m chat.Message) (bool, error) {
 	}
 	j.r = result{msg: prev, dup: true}
 	return true, nil
+}
+
+// formerDuplicate is findDuplicate for a sender who is not a member now.
+// Without keys (never sent here) there is nothing to find, and none is
+// made: a stranger's sends cannot fill the ids table.
+func (w *writer) formerDuplicate(t *wtx, j *job) (bool, error) {
+	ck, err := t.key(j.sender.conv, false)
+	if err != nil || ck == noKey {
+		return false, err
+	}
+	uk, err := t.key(j.sender.user, false)
+	if err != nil || uk == noKey {
+		return false, err
+	}
+	j.sender.convKey, j.sender.userKey = ck, uk
+	return w.findDuplicate(t, j, j.msg)
 }
 
 // messageColumns are the columns scanMessage reads.
