@@ -247,8 +247,10 @@ func TestWriteDelay(t *testing.T) {
 	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
 	g := alice.group(t, "delayed", bob)
 	sender := alice.dial(t, "alice")
-	recv := bob.dial(t, "bob")
+	// From before bob's dial: the writer that sends hello starts its
+	// delay then, and messages queued meanwhile leave with its first round.
 	start := time.Now()
+	recv := bob.dial(t, "bob")
 	sender.pipeline(t, g.ID, 20, "hello")
 	got := recv.waitLive(t, g.ID, 20)
 	if since := time.Since(start); since < delay {
