@@ -5,19 +5,16 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/imserver/imserver/chat"
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/text/unicode/norm"
 )
 
 // Search on PostgreSQL: messages.search holds the words of a current text
 // body as a tsvector (GIN index, migration 0004). The words are cut here,
 // not by PostgreSQL's parser, the way SQLite's unicode61 tokenizer with
-// remove_diacritics cuts them (storage/search.go): runs of letters and
-// digits, lowercased, accents removed. Both stores thus find the same
+// remove_diacritics cuts them (chat.EachSearchWord). Both stores thus find the same
 // messages for the same query, and nothing depends on the unaccent
 // extension, which a managed PostgreSQL may not let us create. The vector
 // and the query are written as literals (word:position), never parsed as
@@ -27,66 +24,23 @@ import (
 const snippetRunes = 120
 
 // maxLexemeBytes keeps a word within what a tsvector takes (2 KiB); longer
-// runs are cut.
+// runs are cut (lexeme).
 const maxLexemeBytes = 2000
+
+// lexeme is w cut to maxLexemeBytes, at a rune's start.
+func lexeme(w []byte) []byte {
+	if len(w) <= maxLexemeBytes {
+		return w
+	}
+	n := maxLexemeBytes
+	for n > 0 && !utf8.RuneStart(w[n]) {
+		n--
+	}
+	return w[:n]
+}
 
 // maxPosition is the largest position a tsvector records.
 const maxPosition = 16383
-
-// isWordRune reports whether r belongs to a word: letters, digits and
-// private-use characters, as unicode61's default categories.
-func isWordRune(r rune) bool {
-	if r < utf8.RuneSelf {
-		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
-	}
-	return unicode.IsLetter(r) || unicode.Is(unicode.N, r) || unicode.Is(unicode.Co, r)
-}
-
-// eachWord calls f with the words of s in order: lowercased, without
-// accents (decomposed, combining marks dropped; a mark does not split a
-// word). A word longer than maxLexemeBytes is cut.
-func eachWord(s string, f func(w []byte)) {
-	ascii := true
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			ascii = false
-			break
-		}
-	}
-	if !ascii {
-		s = norm.NFD.String(s)
-	}
-	var buf [64]byte
-	w := buf[:0]
-	for _, r := range s {
-		switch {
-		case r >= utf8.RuneSelf && unicode.Is(unicode.Mn, r):
-		case isWordRune(r):
-			switch {
-			case len(w) >= maxLexemeBytes:
-			case 'A' <= r && r <= 'Z':
-				w = append(w, byte(r)+'a'-'A')
-			case r < utf8.RuneSelf:
-				w = append(w, byte(r))
-			default:
-				w = utf8.AppendRune(w, unicode.ToLower(r))
-			}
-		case len(w) > 0:
-			f(w)
-			w = w[:0]
-		}
-	}
-	if len(w) > 0 {
-		f(w)
-	}
-}
-
-// words returns the search words of s (eachWord).
-func words(s string) []string {
-	var out []string
-	eachWord(s, func(w []byte) { out = append(out, string(w)) })
-	return out
-}
 
 // quoteLexeme quotes w for a tsvector or tsquery literal.
 func quoteLexeme(w string) string {
@@ -95,70 +49,41 @@ func quoteLexeme(w string) string {
 
 // searchDoc returns the tsvector literal of a message of kind with body,
 // "" when it is not searchable (only text with words is). Words hold no
-// quote or backslash (isWordRune), so they are written as they are.
+// quote or backslash, so they are written as they are.
 func searchDoc(kind, body string) string {
 	if kind != chat.KindText || body == "" {
 		return ""
 	}
 	b := make([]byte, 0, len(body)+len(body)/2+8)
 	pos := 0
-	eachWord(body, func(w []byte) {
+	chat.EachSearchWord(body, func(w []byte) {
 		if pos > 0 {
 			b = append(b, ' ')
 		}
 		pos++
 		b = append(b, '\'')
-		b = append(b, w...)
+		b = append(b, lexeme(w)...)
 		b = append(b, '\'', ':')
 		b = strconv.AppendInt(b, int64(min(pos, maxPosition)), 10)
 	})
 	return string(b)
 }
 
-// searchQuery turns the match expression of chat.ParseSearch (quoted
-// terms, each an FTS5 phrase with an optional * after it, joined by AND)
-// into a tsquery literal: a phrase's words follow each other (<->), a
-// prefix applies to the last word (:*), and every term must match (&).
-func searchQuery(match string) (string, error) {
-	bad := chat.Errorf(chat.EBadRequest, "the search query cannot be run")
+// searchQuery turns the parsed terms of a query into a tsquery literal: a
+// phrase's words follow each other (<->), a prefix applies to the last
+// word (:*), and every term must match (&).
+func searchQuery(parts []chat.SearchPart) (string, error) {
 	var terms []string
-	for s := match; s != ""; {
-		if s[0] != '"' {
-			return "", bad
-		}
-		var phrase strings.Builder
-		i := 1
-		for {
-			j := strings.IndexByte(s[i:], '"')
-			if j < 0 {
-				return "", bad
-			}
-			phrase.WriteString(s[i : i+j])
-			i += j + 1
-			if i < len(s) && s[i] == '"' {
-				phrase.WriteByte('"')
-				i++
-				continue
-			}
-			break
-		}
-		prefix := i < len(s) && s[i] == '*'
-		if prefix {
-			i++
-		}
-		s = strings.TrimPrefix(s[i:], " AND ")
-		ws := words(phrase.String())
+	for _, p := range parts {
+		var ws []string
+		chat.EachSearchWord(p.Text, func(w []byte) { ws = append(ws, quoteLexeme(string(lexeme(w)))) })
 		if len(ws) == 0 {
 			continue // no word: matches anything, as FTS5's empty phrase
 		}
-		parts := make([]string, len(ws))
-		for k, w := range ws {
-			parts[k] = quoteLexeme(w)
+		if p.Prefix {
+			ws[len(ws)-1] += ":*"
 		}
-		if prefix {
-			parts[len(parts)-1] += ":*"
-		}
-		terms = append(terms, "("+strings.Join(parts, " <-> ")+")")
+		terms = append(terms, "("+strings.Join(ws, " <-> ")+")")
 	}
 	if len(terms) == 0 {
 		return "", chat.Errorf(chat.EBadRequest, "q holds no word to search for")
@@ -175,7 +100,7 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 	if !utf8.ValidString(q.Match) || !storable(user) || !storable(q.Conv) {
 		return res, chat.Errorf(chat.EBadRequest, "the search query cannot be run")
 	}
-	tsq, err := searchQuery(q.Match)
+	tsq, err := searchQuery(q.Parts)
 	if err != nil {
 		return res, err
 	}

@@ -3,6 +3,8 @@ package postgres
 import (
 	"strings"
 	"testing"
+
+	"github.com/imserver/imserver/chat"
 )
 
 // BenchmarkSearchDoc measures cutting a chat-sized body into its search
@@ -41,7 +43,7 @@ func TestSearchWords(t *testing.T) {
 	if got := searchDoc("text", long); len(got) != maxLexemeBytes+4 {
 		t.Errorf("a 3000-letter word: %d bytes", len(got))
 	}
-	if q, err := searchQuery(`"Café au"* AND "x""y"`); err != nil || q != `('cafe' <-> 'au':*) & ('x' <-> 'y')` {
+	if q, err := searchQuery([]chat.SearchPart{{Text: "Café au", Prefix: true}, {Text: `x"y`}}); err != nil || q != `('cafe' <-> 'au':*) & ('x' <-> 'y')` {
 		t.Errorf("query: %s, %v", q, err)
 	}
 }

@@ -284,10 +284,10 @@ func TestPhraseMatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := phraseMatch(c.body, searchTerms(sq.Parts)); got != c.want {
-			t.Errorf("%q in %q: %v, want %v (words %q)", c.q, c.body, got, c.want, strings.Join(searchWords(c.body), "|"))
+			t.Errorf("%q in %q: %v, want %v (words %q)", c.q, c.body, got, c.want, strings.Join(chat.SearchWords(c.body), "|"))
 		}
 	}
-	if got := strings.Join(searchWords("Déjà-vu, x_y 3.5 ǅemal"), "|"); got != "deja|vu|x|y|3|5|ǆemal" {
+	if got := strings.Join(chat.SearchWords("Déjà-vu, x_y 3.5 ǅemal"), "|"); got != "deja|vu|x|y|3|5|ǆemal" {
 		t.Errorf("words %q", got)
 	}
 }

@@ -2,11 +2,8 @@ package storage
 
 import (
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/imserver/imserver/chat"
-	"golang.org/x/text/unicode/norm"
 )
 
 // The search index (migration 0007) keeps no positions (detail=none): it
@@ -15,9 +12,7 @@ import (
 // tokenizer splits in two) is asked of the index as its words, all
 // required, and the order is checked here against the body. Both sides are
 // cut into words the way the index's tokenizer (unicode61
-// remove_diacritics 2) cuts them: letters, digits, private-use characters
-// and combining marks make words, anything else separates them; case and
-// diacritics are folded away.
+// remove_diacritics 2) cuts them: chat.SearchWords.
 
 // searchTerm is one term of a query as the index sees it.
 type searchTerm struct {
@@ -29,7 +24,7 @@ type searchTerm struct {
 func searchTerms(parts []chat.SearchPart) []searchTerm {
 	terms := make([]searchTerm, 0, len(parts))
 	for _, p := range parts {
-		words := searchWords(p.Text)
+		words := chat.SearchWords(p.Text)
 		if len(words) == 0 {
 			continue // punctuation alone: the parser drops it first
 		}
@@ -70,7 +65,7 @@ func phraseMatch(body string, terms []searchTerm) bool {
 			continue
 		}
 		if words == nil {
-			words = searchWords(body)
+			words = chat.SearchWords(body)
 		}
 		if !hasRun(words, t) {
 			return false
@@ -100,54 +95,4 @@ func hasRun(words []string, t searchTerm) bool {
 		}
 	}
 	return false
-}
-
-// searchWords cuts s into folded words.
-func searchWords(s string) []string {
-	var words []string
-	var b strings.Builder
-	flush := func() {
-		if b.Len() > 0 {
-			words = append(words, b.String())
-			b.Reset()
-		}
-	}
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		i += n
-		if !isWordRune(r) {
-			flush()
-			continue
-		}
-		foldRune(&b, r)
-	}
-	flush()
-	return words
-}
-
-// isWordRune is unicode61's default set of token characters (categories
-// L*, N*, Co) plus the combining marks that remove_diacritics folds away.
-func isWordRune(r rune) bool {
-	return unicode.IsLetter(r) || unicode.IsNumber(r) || unicode.Is(unicode.Co, r) || unicode.Is(unicode.Mn, r)
-}
-
-// foldRune writes r lower-cased without its diacritics (a combining mark
-// writes nothing).
-func foldRune(b *strings.Builder, r rune) {
-	if r < utf8.RuneSelf {
-		if 'A' <= r && r <= 'Z' {
-			r += 'a' - 'A'
-		}
-		b.WriteByte(byte(r))
-		return
-	}
-	if unicode.Is(unicode.Mn, r) {
-		return
-	}
-	r = unicode.ToLower(r)
-	for _, d := range norm.NFD.String(string(r)) {
-		if !unicode.Is(unicode.Mn, d) {
-			b.WriteRune(d)
-		}
-	}
 }
