@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/internal/retention"
 	"github.com/imserver/imserver/seq"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -76,7 +77,7 @@ type DB struct {
 	opts Options
 	w    *writer
 
-	retention *retention // nil without Options.Retention
+	retention *retention.Job // nil without Options.Retention
 }
 
 var _ chat.Store = (*DB)(nil)
@@ -145,7 +146,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 // Close stops the writer after the queued jobs and closes the pool.
 func (db *DB) Close() error {
 	if db.retention != nil {
-		db.retention.close()
+		db.retention.Stop()
 	}
 	db.w.close()
 	db.pool.Close()

@@ -2,9 +2,9 @@ package postgres
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
+	"github.com/imserver/imserver/internal/retention"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -17,60 +17,13 @@ import (
 // rows, one after the other (the write lock orders them).
 
 const (
-	defaultRetentionEvery = time.Hour
 	defaultRetentionBatch = 500
 	retentionPause        = 5 * time.Millisecond
 )
 
-type retention struct {
-	db   *DB
-	stop chan struct{}
-	done chan struct{}
-}
-
 func (db *DB) startRetention() {
-	if db.opts.Retention <= 0 {
-		return
-	}
-	r := &retention{db: db, stop: make(chan struct{}), done: make(chan struct{})}
-	db.retention = r
-	go r.loop()
-}
-
-func (r *retention) close() {
-	close(r.stop)
-	<-r.done
-}
-
-func (r *retention) loop() {
-	defer close(r.done)
-	every := r.db.opts.RetentionEvery
-	if every <= 0 {
-		every = defaultRetentionEvery
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-r.stop
-		cancel()
-	}()
-	t := time.NewTimer(0) // a pass at start, then every `every`
-	defer t.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-		}
-		cutoff := time.Now().Add(-r.db.opts.Retention)
-		start := time.Now()
-		n, err := r.db.DeleteBefore(ctx, cutoff)
-		if err != nil && ctx.Err() == nil {
-			slog.Warn("retention: deleting old messages", "err", err, "deleted", n)
-		} else if n > 0 {
-			slog.Info("retention: deleted old messages", "deleted", n, "before", cutoff.UTC().Format(time.RFC3339), "took", time.Since(start).Round(time.Millisecond))
-		}
-		t.Reset(every)
+	if db.opts.Retention > 0 {
+		db.retention = retention.Start(db.opts.Retention, db.opts.RetentionEvery, db.DeleteBefore)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/internal/retention"
 	"github.com/imserver/imserver/seq"
 	"github.com/redis/go-redis/v9"
 	"modernc.org/sqlite"
@@ -104,9 +105,9 @@ type DB struct {
 	ckpt    *checkpointer
 	links   *linker
 
-	retention *retention // nil when messages are kept forever
-	backfill  *backfill  // nil when the search index is complete
-	keys      *keyCache  // text ids <-> integer keys (keys.go)
+	retention *retention.Job // nil when messages are kept forever
+	backfill  *backfill      // nil when the search index is complete
+	keys      *keyCache      // text ids <-> integer keys (keys.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -222,7 +223,7 @@ var testPragmas []string
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		if db.retention != nil {
-			db.retention.close()
+			db.retention.Stop()
 		}
 		if db.backfill != nil {
 			db.backfill.close()

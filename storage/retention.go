@@ -3,7 +3,7 @@ package storage
 import (
 	"context"
 	"database/sql"
-	"log/slog"
+	"github.com/imserver/imserver/internal/retention"
 	"time"
 )
 
@@ -24,7 +24,6 @@ import (
 
 // Retention defaults.
 const (
-	defaultRetentionEvery = time.Hour
 	// defaultRetentionBatch bounds the messages one transaction deletes:
 	// about a millisecond of the writer's time.
 	defaultRetentionBatch = 500
@@ -32,56 +31,9 @@ const (
 	retentionPause = 5 * time.Millisecond
 )
 
-// retention runs the deletion job until stop closes.
-type retention struct {
-	db   *DB
-	stop chan struct{}
-	done chan struct{}
-}
-
 func (db *DB) startRetention() {
-	if db.opts.Retention <= 0 {
-		return
-	}
-	r := &retention{db: db, stop: make(chan struct{}), done: make(chan struct{})}
-	db.retention = r
-	go r.loop()
-}
-
-func (r *retention) close() {
-	close(r.stop)
-	<-r.done
-}
-
-func (r *retention) loop() {
-	defer close(r.done)
-	every := r.db.opts.RetentionEvery
-	if every <= 0 {
-		every = defaultRetentionEvery
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-r.stop
-		cancel()
-	}()
-	t := time.NewTimer(0) // a pass at start, then every `every`
-	defer t.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-		}
-		cutoff := time.Now().Add(-r.db.opts.Retention)
-		start := time.Now()
-		n, err := r.db.DeleteBefore(ctx, cutoff)
-		if err != nil && ctx.Err() == nil {
-			slog.Warn("retention: deleting old messages", "err", err, "deleted", n)
-		} else if n > 0 {
-			slog.Info("retention: deleted old messages", "deleted", n, "before", cutoff.UTC().Format(time.RFC3339), "took", time.Since(start).Round(time.Millisecond))
-		}
-		t.Reset(every)
+	if db.opts.Retention > 0 {
+		db.retention = retention.Start(db.opts.Retention, db.opts.RetentionEvery, db.DeleteBefore)
 	}
 }
 
