@@ -637,12 +637,15 @@ func more(ctx context.Context, o Options) (Stats, error) {
 	convs := append(groups, directs...)
 	rng := mrand.New(mrand.NewPCG(o.Seed+1, o.Seed^0x9e3779b97f4a7c15))
 	start := time.Now()
+	ws0, io0 := db.WriterStats(), readProcIO()
 	n, err := appendMessages(ctx, db, o, rng, users, convs)
 	st.Messages = n
 	st.Seconds = time.Since(start).Seconds()
 	if err != nil {
 		return st, err
 	}
+	ws, io1 := db.WriterStats(), readProcIO()
+	reportCost(o.Progress, n, ws.Commits-ws0.Commits, ws.WALPages-ws0.WALPages, io0, io1)
 	if st.Seconds > 0 {
 		st.MessagesPerSec = float64(n) / st.Seconds
 	}
