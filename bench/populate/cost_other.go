@@ -1,0 +1,5 @@
+//go:build !linux
+
+package populate
+
+func readProcIO() procIO { return procIO{} }
