@@ -42,10 +42,10 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	if hasExtras(&m) || len(m.Attachments) > 0 {
 		return w.appendExtras(t, j, m)
 	}
-	// The unique index decides duplicates: one statement for the common
-	// case, a look-up only for a retry.
-	ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (conv, sender, cmid_hash) DO NOTHING`)
+	// Taking the hash's first slot in the dedup levels decides duplicates:
+	// one statement for the common case, a look-up only for a retry.
+	h := cmidHash(m.ClientMsgID)
+	claimed, err := claimSlot(t, j.sender.convKey, j.sender.userKey, h, m.Seq)
 	if err != nil {
 		return err
 	}
@@ -53,24 +53,27 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	if err != nil {
 		return err
 	}
-	a := &t.w.insertArgs
-	a[0].Value, a[1].Value, a[2].Value, a[3].Value, a[4].Value, a[5].Value, a[6].Value, a[7].Value, a[8].Value = j.sender.convKey, m.Seq, j.sender.userKey, cmidHash(m.ClientMsgID), m.ClientMsgID, m.Kind, m.Body, m.TS, nullInt(doc)
-	res, err := ins.exec.ExecContext(t.ctx, a[:])
-	for i := range a {
-		a[i].Value = nil // keep no message alive
-	}
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return err
-	} else if n == 0 {
+	if !claimed {
 		// A retry, or (at 2^-64) another client_msg_id with the same
 		// hash: the slow path tells them apart.
 		if found, err := w.findDuplicate(t, j, m); found || err != nil {
 			return err
 		}
 		if err := insertFull(t, j, &m, doc); err != nil {
+			return err
+		}
+	} else {
+		ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		a := &t.w.insertArgs
+		a[0].Value, a[1].Value, a[2].Value, a[3].Value, a[4].Value, a[5].Value, a[6].Value, a[7].Value, a[8].Value = j.sender.convKey, m.Seq, j.sender.userKey, h, m.ClientMsgID, m.Kind, m.Body, m.TS, nullInt(doc)
+		_, err = ins.exec.ExecContext(t.ctx, a[:])
+		for i := range a {
+			a[i].Value = nil // keep no message alive
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -154,12 +157,10 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 // findDuplicate answers j with the message stored earlier under its
 // client_msg_id, if there is one.
 func (w *writer) findDuplicate(t *wtx, j *job, m chat.Message) (bool, error) {
-	// Every slot of the hash, and the stored text decides: a different
-	// client_msg_id that took one of them is not this one. INDEXED BY:
-	// with the client_msg_id term the planner would rather walk the whole
-	// conversation through the primary key's conv prefix.
-	find, err := t.stmt(`SELECT ` + messageColumns + ` FROM messages INDEXED BY messages_cmid
-		WHERE conv = ? AND sender = ? AND cmid_hash IN (?, ?, ?, ?) AND client_msg_id = ?`)
+	// Every slot of the hash in every dedup level, and the stored text
+	// decides: a different client_msg_id that took one of them is not
+	// this one.
+	find, err := t.stmt(dedupFindSQL)
 	if err != nil {
 		return false, err
 	}

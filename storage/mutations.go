@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/imserver/imserver/chat"
@@ -136,25 +135,21 @@ func (c *convTx) kind(t *wtx) string {
 }
 
 // insertFull stores a message with the v1.1 columns, in the first free
-// slot of its client_msg_id's hash (cmidSlots): the caller found no
+// slot of its client_msg_id's hash (claimFreeSlot): the caller found no
 // message stored under that client_msg_id, so a taken slot holds another.
 func insertFull(t *wtx, j *job, m *chat.Message, doc int64) error {
-	ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, doc)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conv, sender, cmid_hash) DO NOTHING`)
+	h, err := claimFreeSlot(t, j.sender.convKey, j.sender.userKey, m.ClientMsgID, m.Seq)
 	if err != nil {
 		return err
 	}
-	for _, h := range cmidSlots(m.ClientMsgID) {
-		res, err := ins.ExecContext(t.ctx, j.sender.convKey, m.Seq, j.sender.userKey, h, m.ClientMsgID, m.Kind, m.Body, m.TS,
-			nullInt(m.Target), nullString(m.Emoji), nullBool(m.On), nullInt(m.ReplyTo), nullString(strings.Join(m.Mentions, " ")), nullInt(doc))
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n > 0 {
-			return err
-		}
+	ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, doc)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("storage: %d other client_msg_ids of this sender share the hash of %q", cmidProbes, m.ClientMsgID)
+	_, err = ins.ExecContext(t.ctx, j.sender.convKey, m.Seq, j.sender.userKey, h, m.ClientMsgID, m.Kind, m.Body, m.TS,
+		nullInt(m.Target), nullString(m.Emoji), nullBool(m.On), nullInt(m.ReplyTo), nullString(strings.Join(m.Mentions, " ")), nullInt(doc))
+	return err
 }
 
 // applyExtras applies a stored message to the state it changes.

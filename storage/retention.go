@@ -141,6 +141,9 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 						return err
 					}
 				}
+				if err := dedupForget(t, key, last); err != nil {
+					return err
+				}
 				if _, err := t.ExecContext(t.ctx, `DELETE FROM messages WHERE conv = ? AND seq <= ?`, key, last); err != nil {
 					return err
 				}

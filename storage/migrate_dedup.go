@@ -1,0 +1,98 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// Migration 0008: the dedup key moves from the unique index messages_cmid
+// into the levels of dedup.go. Every entry of the index is copied into
+// the last level, dedup_2, in key order, in batches that are each their
+// own transaction; a batch starts after the largest key already in
+// dedup_2, so a kill -9 costs one batch and the next start goes on from
+// there. A last short transaction drops the index and records the
+// version. The server does not serve until it is done.
+
+const (
+	dedupVersion = 8
+	dedupName    = "0008_dedup_levels"
+)
+
+// dedupBatch is how many entries one copy transaction takes (tests make
+// it small).
+var dedupBatch = 500000
+
+const dedupSchema = `
+CREATE TABLE dedup_0 (conv INTEGER NOT NULL, sender INTEGER NOT NULL, cmid_hash INTEGER NOT NULL, seq INTEGER NOT NULL,
+	PRIMARY KEY (conv, sender, cmid_hash)) WITHOUT ROWID;
+CREATE TABLE dedup_1 (conv INTEGER NOT NULL, sender INTEGER NOT NULL, cmid_hash INTEGER NOT NULL, seq INTEGER NOT NULL,
+	PRIMARY KEY (conv, sender, cmid_hash)) WITHOUT ROWID;
+CREATE TABLE dedup_2 (conv INTEGER NOT NULL, sender INTEGER NOT NULL, cmid_hash INTEGER NOT NULL, seq INTEGER NOT NULL,
+	PRIMARY KEY (conv, sender, cmid_hash)) WITHOUT ROWID;
+`
+
+// migrateDedup runs migration 0008 from wherever an earlier run stopped.
+func migrateDedup(ctx context.Context, db *sql.DB, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'dedup_2'`).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		if err := inTx(ctx, db, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, dedupSchema)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	var copied int64
+	for {
+		var batch int64
+		err := inTx(ctx, db, func(tx *sql.Tx) error {
+			at := dedupBelowAll
+			err := tx.QueryRowContext(ctx, `SELECT conv, sender, cmid_hash FROM dedup_2 ORDER BY conv DESC, sender DESC, cmid_hash DESC LIMIT 1`).
+				Scan(&at.conv, &at.sender, &at.hash)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			// The index holds (conv, sender, cmid_hash) and the primary
+			// key's seq: the copy reads it alone, in its order.
+			res, err := tx.ExecContext(ctx, `INSERT INTO dedup_2 (conv, sender, cmid_hash, seq)
+				SELECT conv, sender, cmid_hash, seq FROM messages INDEXED BY messages_cmid
+				WHERE (conv, sender, cmid_hash) > (?, ?, ?) ORDER BY conv, sender, cmid_hash LIMIT ?`,
+				at.conv, at.sender, at.hash, dedupBatch)
+			if err != nil {
+				return err
+			}
+			batch, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		copied += batch
+		if batch < int64(dedupBatch) {
+			break
+		}
+		log.Info("migration 0008 (dedup levels): copying the dedup index; a restart goes on from here",
+			"copied", copied, "per_second", int(float64(copied)/time.Since(start).Seconds()))
+	}
+	err := inTx(ctx, db, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DROP INDEX messages_cmid`); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, dedupVersion, dedupName+".go", nowMS())
+		return err
+	})
+	if err == nil && copied > 0 {
+		log.Info("migration 0008 (dedup levels): done", "copied", copied, "seconds", time.Since(start).Seconds())
+	}
+	return err
+}
