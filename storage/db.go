@@ -56,10 +56,6 @@ type Options struct {
 	Redis       redis.UniversalClient
 	RedisPrefix string
 	RedisAlloc  seq.RedisAllocOptions
-	// MmapMiB is how much of the database file each connection reads
-	// through a memory map instead of read calls (PRAGMA mmap_size); 0
-	// keeps the default (2048 MiB), below 0 turns it off. See mmapPragma.
-	MmapMiB int
 	// CacheKiB is the writer's page cache; 0 keeps the default (16 MiB).
 	// The history generator raises it: its random dedup-index inserts
 	// into a database of millions of messages miss a small cache.
@@ -139,9 +135,6 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if opts.CacheKiB <= 0 {
 		opts.CacheKiB = 16384
 	}
-	if opts.MmapMiB == 0 {
-		opts.MmapMiB = defaultMmapMiB
-	}
 	if opts.Clock == nil {
 		opts.Clock = nowMS
 	}
@@ -154,7 +147,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	opts.walPath = path + "-wal"
 	// busy_timeout comes first so that the pragmas after it wait for
 	// another process instead of failing.
-	pragmas := []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + opts.Synchronous + ")", "foreign_keys(0)", mmapPragma(opts.MmapMiB)}
+	pragmas := []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + opts.Synchronous + ")", "foreign_keys(0)"}
 	pragmas = append(pragmas, testPragmas...)
 	dsn := func(extra string) string {
 		q := url.Values{}

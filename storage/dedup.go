@@ -23,8 +23,7 @@ import (
 // appends into an empty database shared a few hot pages. Now an append
 // writes its entry into dedup_0, which stays small enough (dedupLimits)
 // that a batch's entries share its pages, and only reads the bigger
-// levels to prove the key absent (reads of a memory-mapped file:
-// pagecache.go). A background job moves a full level's entries into the
+// levels to prove the key absent. A background job moves a full level's entries into the
 // next one in key order, a chunk per writer transaction: a chunk of keys
 // in order lands on a run of neighbouring leaves of the next level, so a
 // page written by a move takes many entries instead of one.
@@ -201,12 +200,16 @@ func (c *compactor) pass(ctx context.Context) error {
 func (c *compactor) moveLevel(ctx context.Context, k int) error {
 	from, to := "dedup_"+strconv.Itoa(k), "dedup_"+strconv.Itoa(k+1)
 	at := dedupBelowAll
+	// Under a full load the job's transactions wait behind batches of
+	// appends and the level outgrows its bound: bigger chunks then, so
+	// that the job keeps up (up to 8 times the chunk).
+	chunk := dedupChunk * int(min(8, max(1, c.sizes[k].Load()/dedupLimits[k])))
 	for {
 		var n int64
 		var last bool
 		err := c.db.w.exec(ctx, func(t *wtx) error {
 			var err error
-			n, last, at, err = moveChunk(t, from, to, at)
+			n, last, at, err = moveChunk(t, from, to, at, chunk)
 			return err
 		})
 		if err != nil {
@@ -234,13 +237,13 @@ func (c *compactor) moveLevel(ctx context.Context, k int) error {
 	}
 }
 
-// moveChunk moves the next dedupChunk entries of from above at into to;
-// last when it reached the end of from.
-func moveChunk(t *wtx, from, to string, at dedupKey) (n int64, last bool, end dedupKey, err error) {
-	// The chunk ends at its dedupChunk-th key, or at the end of the level.
+// moveChunk moves the next chunk entries of from above at into to; last
+// when it reached the end of from.
+func moveChunk(t *wtx, from, to string, at dedupKey, chunk int) (n int64, last bool, end dedupKey, err error) {
+	// The chunk ends at its chunk-th key, or at the end of the level.
 	err = t.QueryRowContext(t.ctx, `SELECT conv, sender, cmid_hash FROM `+from+`
 		WHERE (conv, sender, cmid_hash) > (?, ?, ?) ORDER BY conv, sender, cmid_hash LIMIT 1 OFFSET ?`,
-		at.conv, at.sender, at.hash, dedupChunk-1).Scan(&end.conv, &end.sender, &end.hash)
+		at.conv, at.sender, at.hash, chunk-1).Scan(&end.conv, &end.sender, &end.hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		end, last, err = dedupKey{math.MaxInt64, math.MaxInt64, math.MaxInt64}, true, nil
 	}
