@@ -201,9 +201,10 @@ func sqliteTables(ctx context.Context, tx *sql.Tx) ([]string, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	// Shadow tables of virtual tables (name_data, name_idx, ...), and the
+	// Shadow tables of virtual tables (name_data, name_idx, ...), the
 	// search index's document map and background-indexing progress, which
-	// the target's own index replaces.
+	// the target's own index replaces, and the dedup levels (SQLite's
+	// layout of the dedup key: PostgreSQL keeps a unique index on messages).
 	virtual, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'`)
 	if err != nil {
 		return nil, err
@@ -223,7 +224,7 @@ func sqliteTables(ctx context.Context, tx *sql.Tx) ([]string, error) {
 	}
 	var out []string
 	for _, n := range names {
-		shadow := n == "search_docs" || n == "ids" || n == "search_backfill"
+		shadow := n == "search_docs" || n == "ids" || n == "search_backfill" || strings.HasPrefix(n, "dedup_")
 		for _, v := range vnames {
 			if strings.HasPrefix(n, v+"_") {
 				shadow = true
