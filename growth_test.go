@@ -26,7 +26,9 @@ func TestPopulateAndVacuumCommands(t *testing.T) {
 	if out, err := run(args...); err == nil || !strings.Contains(out, "exists") {
 		t.Fatalf("populate over an existing file: %v\n%s", err, out)
 	}
-	if out, err := run("populate", "--more", "--db", db, "--messages", "500"); err != nil || !strings.Contains(out, "appended to") {
+	// --more also says what its appends cost: commits and WAL pages.
+	if out, err := run("populate", "--more", "--db", db, "--messages", "500"); err != nil || !strings.Contains(out, "appended to") ||
+		!strings.Contains(out, "cost of 500 appends") || !strings.Contains(out, "WAL pages/msg") {
 		t.Fatalf("populate --more: %v\n%s", err, out)
 	}
 	p := startServer(t, db, writeConfig(t, dir, "log:\n  level: warn\n"))
