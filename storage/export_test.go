@@ -36,6 +36,24 @@ func (db *DB) IntegrityCheck() (string, error) {
 // migration 0006 takes.
 func SetKeysBatchForTest(n int) { keysBatch = n }
 
+func SetLayoutBatchForTest(n int) { layoutBatch = n }
+
+// MakeSchema7ForTest is MakeSchema5ForTest migrated to schema 7 (the
+// release before messages in arrival order): the rows migration 0008 must
+// carry.
+func MakeSchema7ForTest(path string, users, convs, msgs int) (map[string][]string, error) {
+	want, err := MakeSchema5ForTest(path, users, convs, msgs)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		return nil, err
+	}
+	defer raw.Close()
+	return want, migrateTo(context.Background(), raw, 7, nil)
+}
+
 // MakeSchema5ForTest makes at path a database as schema 5 left it (the
 // release before integer keys), with the rows migration 0006 must carry:
 // users u0..u(users-1) and "gone" (a deleted account: messages, no users

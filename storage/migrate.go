@@ -40,7 +40,7 @@ type goMigration struct {
 }
 
 // goMigrations are the Go migrations, numbered among the files.
-var goMigrations = []goMigration{{keysVersion, keysName, migrateKeys}}
+var goMigrations = []goMigration{{keysVersion, keysName, migrateKeys}, {layoutVersion, layoutName, migrateLayout}}
 
 // embeddedMigrations lists the migrations by number, in order: the
 // embedded files and the Go ones (whose names end in .go).
