@@ -1,6 +1,9 @@
 package storage
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // The search index (messages_fts, migrations 0002 and 0007) holds the
 // current body of every text message that has one, under a document number
@@ -125,14 +128,25 @@ func (w *writer) applyFTS(t *wtx) error {
 	defer func() { a[1].Value = nil }()
 	for _, doc := range docs {
 		o := t.fts[doc]
-		if o.old != "" {
-			a[0].Value, a[1].Value = doc, o.old
+		old, text, pair := o.old, o.text, false
+		if old != "" && text != "" {
+			// An edit: only the words it takes out are removed (a secure
+			// delete each, see ftsDiff) and only those it brings are added.
+			if gone, added, ok := ftsDiff(old, text); ok {
+				if gone == "" && added == "" {
+					continue
+				}
+				old, text, pair = gone, added, true
+			}
+		}
+		if old != "" || pair {
+			a[0].Value, a[1].Value = doc, old
 			if _, err := del.exec.ExecContext(t.ctx, a[:]); err != nil {
 				return err
 			}
 		}
-		if o.text != "" {
-			a[0].Value, a[1].Value = doc, o.text
+		if text != "" || pair {
+			a[0].Value, a[1].Value = doc, text
 			if _, err := ins.exec.ExecContext(t.ctx, a[:]); err != nil {
 				return err
 			}
@@ -156,4 +170,82 @@ func (w *writer) forget(t *wtx, doc int64, body string) error {
 	}
 	_, err = st.ExecContext(t.ctx, doc)
 	return err
+}
+
+// ftsDiff returns, for an edit of a document from old to text, the words
+// of old that text lacks (gone) and those of text that old lacks (added),
+// each joined by spaces, when both texts are ASCII; ok is false otherwise.
+//
+// The index keeps no positions and no sizes (detail=none, columnsize=0):
+// what it holds of a document is the set of its words. Removing gone and
+// adding added leaves the same set as removing old and adding text, while
+// the secure delete (a seek in every segment for each word) is paid only
+// for the words that leave, which is what erasure needs: a word of the
+// old text that the new one still holds stays searchable anyway. A typo
+// fixed is one word out and one in instead of every word twice. Both
+// statements are still made (an empty text is allowed), so the index's
+// count of documents stays what a full delete and insert leave.
+//
+// For ASCII the tokenizer (unicode61) is exact and simple: a word is a
+// run of letters and digits, folded to lower case. Beyond ASCII its
+// classes and folding are Unicode tables of SQLite's own, so the full
+// texts are given to it instead.
+func ftsDiff(old, text string) (gone, added string, ok bool) {
+	ow, ok1 := asciiWords(old)
+	nw, ok2 := asciiWords(text)
+	if !ok1 || !ok2 {
+		return "", "", false
+	}
+	return missing(ow, nw), missing(nw, ow), true
+}
+
+// missing joins the words of a that b lacks, each once.
+func missing(a, b []string) string {
+	in := func(w string) bool { return slices.Contains(b, w) }
+	if len(b) > 32 {
+		// Long texts through a set, not word by word.
+		set := make(map[string]struct{}, len(b))
+		for _, x := range b {
+			set[x] = struct{}{}
+		}
+		in = func(w string) bool { _, ok := set[w]; return ok }
+	}
+	var out []byte
+	seen := make(map[string]struct{})
+	for _, w := range a {
+		if _, dup := seen[w]; dup || in(w) {
+			continue
+		}
+		seen[w] = struct{}{}
+		if len(out) > 0 {
+			out = append(out, ' ')
+		}
+		out = append(out, w...)
+	}
+	return string(out)
+}
+
+// asciiWords cuts s into the words unicode61 makes of it, lower-cased;
+// false when s is not all ASCII.
+func asciiWords(s string) ([]string, bool) {
+	var words []string
+	start := -1
+	for i := 0; i <= len(s); i++ {
+		var c byte = ' '
+		if i < len(s) {
+			c = s[i]
+		}
+		if c >= 0x80 {
+			return nil, false
+		}
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		switch {
+		case alnum && start < 0:
+			start = i
+		case !alnum && start >= 0:
+			words = append(words, strings.ToLower(s[start:i]))
+			start = -1
+		}
+	}
+	return words, true
 }
