@@ -157,7 +157,7 @@ func TestSearchBackfillSurvivesKill(t *testing.T) {
 	}
 	var entries, distinct, docs, bodies, strays int64
 	for q, v := range map[string]*int64{
-		`SELECT COUNT(*) FROM temp.inst`: &entries,
+		`SELECT COUNT(*) FROM temp.inst`:                                  &entries,
 		`SELECT COUNT(*) FROM (SELECT DISTINCT term, doc FROM temp.inst)`: &distinct,
 		`SELECT COUNT(DISTINCT doc) FROM temp.inst`:                       &docs,
 		`SELECT COUNT(*) FROM search_docs d JOIN ids k ON k.id = d.conv_id
@@ -231,4 +231,3 @@ func backfillState(t *testing.T, db string) (pending, total int64) {
 	}
 	return pending, total
 }
-
