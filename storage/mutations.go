@@ -29,7 +29,16 @@ type target struct {
 	body     string
 	mentions string
 	deleted  bool
-	doc      int64 // search document, 0 for none
+	doc      int64  // search document, 0 for none
+	stale    string // words the index holds beyond body (migration 0008)
+}
+
+// held is the text whose words the search index holds for tg's document.
+func (tg target) held() string {
+	if tg.stale == "" {
+		return tg.body
+	}
+	return tg.body + " " + tg.stale
 }
 
 // loadTarget reads seq of conv as the sender may see it: not_found when it
@@ -44,11 +53,11 @@ func loadTarget(t *wtx, s *senderTx, conv string, seq int64) (target, error) {
 	if seq < minSeq {
 		return tg, chat.Errorf(chat.ENotFound, "message %d not found", seq)
 	}
-	st, err := t.stmt(`SELECT sender, kind, body, COALESCE(mentions, ''), COALESCE(deleted, 0), COALESCE(doc, 0) FROM messages WHERE conv = ? AND seq = ?`)
+	st, err := t.stmt(`SELECT sender, kind, body, COALESCE(mentions, ''), COALESCE(deleted, 0), COALESCE(doc, 0), COALESCE(stale, '') FROM messages WHERE conv = ? AND seq = ?`)
 	if err != nil {
 		return tg, err
 	}
-	err = st.QueryRowContext(t.ctx, s.convKey, seq).Scan(&tg.from, &tg.kind, &tg.body, &tg.mentions, &tg.deleted, &tg.doc)
+	err = st.QueryRowContext(t.ctx, s.convKey, seq).Scan(&tg.from, &tg.kind, &tg.body, &tg.mentions, &tg.deleted, &tg.doc, &tg.stale)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && tg.kind != chat.KindText) {
 		return tg, chat.Errorf(chat.ENotFound, "message %d not found", seq)
 	}
@@ -201,11 +210,27 @@ func (w *writer) applyExtras(t *wtx, j *job, m *chat.Message, tg target) error {
 }
 
 func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
-	st, err := t.stmt(`UPDATE messages SET body = ?, edited_at = ?, mentions = ? WHERE conv = ? AND seq = ?`)
+	// An indexed ASCII text edited into ASCII keeps the words it loses in
+	// the index (stale, migration 0008): only a delete must erase them,
+	// and search checks an edited message's body. Anything else has its
+	// old words removed from the index now.
+	pending, err := t.unindexed()
 	if err != nil {
 		return err
 	}
-	if _, err := st.ExecContext(t.ctx, m.Body, m.TS, nullString(strings.Join(m.Mentions, " ")), j.conv.key, m.Target); err != nil {
+	extend, stale := false, ""
+	if tg.doc > pending {
+		if hw, ok := asciiWords(tg.held()); ok {
+			if nw, ok := asciiWords(m.Body); ok {
+				extend, stale = true, missing(hw, nw)
+			}
+		}
+	}
+	st, err := t.stmt(`UPDATE messages SET body = ?, edited_at = ?, mentions = ?, stale = ? WHERE conv = ? AND seq = ?`)
+	if err != nil {
+		return err
+	}
+	if _, err := st.ExecContext(t.ctx, m.Body, m.TS, nullString(strings.Join(m.Mentions, " ")), nullString(stale), j.conv.key, m.Target); err != nil {
 		return err
 	}
 	if err := dropMentions(t, m.Conv, m.Target, tg.mentions); err != nil {
@@ -229,10 +254,12 @@ func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
 		}
 		return w.index(t, m.Conv, m.Target, doc, m.Body)
 	}
-	if err := w.unindex(t, tg.doc, tg.body); err != nil {
-		return err
+	if extend {
+		w.extend(t, tg.doc, tg.held(), m.Body)
+		return nil
 	}
-	return w.reindex(t, tg.doc, m.Body)
+	w.replace(t, tg.doc, tg.held(), m.Body)
+	return nil
 }
 
 // applyDelete erases the target's content: its body, the bodies of its
@@ -241,7 +268,7 @@ func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
 // WAL frames that still hold them go at the next truncating checkpoint
 // (DB.Close).
 func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
-	st, err := t.stmt(`UPDATE messages SET body = '', deleted = 1, mentions = NULL, doc = NULL WHERE conv = ? AND seq = ?`)
+	st, err := t.stmt(`UPDATE messages SET body = '', deleted = 1, mentions = NULL, doc = NULL, stale = NULL WHERE conv = ? AND seq = ?`)
 	if err != nil {
 		return err
 	}
@@ -306,7 +333,7 @@ func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
 	if err := eraseAttachments(t, m.Conv, m.Target); err != nil {
 		return err
 	}
-	return w.forget(t, tg.doc, tg.body)
+	return w.forget(t, tg.doc, tg.held())
 }
 
 func uncount(t *wtx, conv string, seq int64) error {

@@ -13,34 +13,38 @@ import (
 	"github.com/imserver/imserver/chat"
 )
 
-// TestFTSDiff: the words an edit takes out and brings, as unicode61 cuts
-// ASCII (runs of letters and digits, lower-cased), and no diff beyond ASCII.
-func TestFTSDiff(t *testing.T) {
-	for _, c := range []struct {
-		old, text, gone, added string
-		ok                     bool
-	}{
-		{"bench:123:xxxx", "bench:456:xxxx", "123", "456", true},
-		{"Fix the tpyo, please", "fix the typo please", "tpyo", "typo", true},
-		{"a a-b", "a-b c", "", "c", true}, // "a" stays: a-b still holds it
-		{"same words", "SAME, words!", "", "", true},
-		{"one_two", "one", "two", "", true}, // '_' separates
-		{"gone entirely", "", "gone entirely", "", true},
-		{"café", "cafe", "", "", false},
-		{"plain", "naïve", "", "", false},
+// TestASCIIWords: words as unicode61 cuts ASCII (runs of letters and
+// digits, lower-cased); no words beyond ASCII.
+func TestASCIIWords(t *testing.T) {
+	for in, want := range map[string]string{
+		"bench:123:xxxx":        "bench 123 xxxx",
+		"Fix the tpyo, please!": "fix the tpyo please",
+		"one_two a-b":           "one two a b",
+		"":                      "",
+		"café":                  "-",
+		"naïve plain":           "-",
 	} {
-		gone, added, ok := ftsDiff(c.old, c.text)
-		if gone != c.gone || added != c.added || ok != c.ok {
-			t.Errorf("ftsDiff(%q, %q) = %q, %q, %v; want %q, %q, %v", c.old, c.text, gone, added, ok, c.gone, c.added, c.ok)
+		words, ok := asciiWords(in)
+		got := strings.Join(words, " ")
+		if !ok {
+			got = "-"
 		}
+		if got != want {
+			t.Errorf("asciiWords(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := missing([]string{"a", "b", "a", "c"}, []string{"c"}); got != "a b" {
+		t.Errorf("missing: %q", got)
 	}
 }
 
 // TestEditIndexesOnlyTheChange: after edits that keep some words, drop
-// others, change case, and cross into and out of non-ASCII text, the index
-// holds exactly the words of each message's current body (read back with
-// fts5vocab, one (word, doc) pair per entry), searches find the current
-// text and not the old, and the index passes its integrity-check.
+// others, change case, and cross into and out of non-ASCII text, the
+// index holds, once each, the words of each message's current body and
+// the stale ones its ASCII edits took out (read back with fts5vocab, one
+// (word, doc) pair per entry); searches find the current text and never
+// the old; a delete erases both; and the index passes its
+// integrity-check.
 func TestEditIndexesOnlyTheChange(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "edit.db")
@@ -69,18 +73,25 @@ func TestEditIndexesOnlyTheChange(t *testing.T) {
 	b := send(chat.Message{Body: "beta only"})
 	c := send(chat.Message{Body: "short lived words"})
 	edit := func(seq int64, body string) { send(chat.Message{Kind: chat.KindEdit, Target: seq, Body: body}) }
-	edit(a.Seq, "BETA delta Alpha")   // gamma out, delta in, alpha kept
+	d := send(chat.Message{Body: "doomed words here"})
+	edit(a.Seq, "BETA delta Alpha")   // gamma stale, delta in, alpha kept
 	edit(b.Seq, "beta only, really")  // really in
-	edit(a.Seq, "café delta")         // non-ASCII: the full texts
-	edit(a.Seq, "delta epsilon-beta") // and back
-	edit(b.Seq, "only")               // beta out, the rest kept
+	edit(d.Seq, "doomed again")       // words, here stale
+	edit(a.Seq, "café delta")         // non-ASCII: replaced whole
+	edit(a.Seq, "delta epsilon-beta") // and back: replaced whole
+	edit(a.Seq, "delta zeta")         // epsilon, beta stale
+	edit(b.Seq, "only")               // beta, really stale
 	send(chat.Message{Kind: chat.KindDelete, Target: c.Seq})
-	bodies := map[int64]string{a.Seq: "delta epsilon-beta", b.Seq: "only"}
+	send(chat.Message{Kind: chat.KindDelete, Target: d.Seq}) // its stale words go too
+	// What the index holds for each message: its body's words and its
+	// stale ones.
+	bodies := map[int64]string{a.Seq: "delta zeta epsilon beta", b.Seq: "only beta really"}
 
 	for q, want := range map[string]string{
 		"gamma": "[]", "alpha": "[]", "cafe": "[]", "really": "[]", "short": "[]", "lived": "[]",
-		"delta": fmt.Sprint([]int64{a.Seq}), "epsilon": fmt.Sprint([]int64{a.Seq}), "beta": fmt.Sprint([]int64{a.Seq}),
-		"only": fmt.Sprint([]int64{b.Seq}),
+		"epsilon": "[]", "beta": "[]", "doomed": "[]", "words": "[]", "zeta delta": fmt.Sprint([]int64{a.Seq}),
+		"delta": fmt.Sprint([]int64{a.Seq}), `"delta zeta"`: fmt.Sprint([]int64{a.Seq}), "zet*": fmt.Sprint([]int64{a.Seq}),
+		`"zeta delta"`: "[]", "only": fmt.Sprint([]int64{b.Seq}),
 	} {
 		if got := fmt.Sprint(seqsOf(searchFor(t, db, q))); got != want {
 			t.Errorf("search %q: %s, want %s", q, got, want)
@@ -129,5 +140,69 @@ func TestEditIndexesOnlyTheChange(t *testing.T) {
 	sort.Strings(want)
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("index entries\n got %v\nwant %v", got, want)
+	}
+}
+
+// TestMigration0008: a database of schema 7 with messages in it (made by
+// this store, then the column taken off as 0007 left it) gets
+// messages.stale; its messages, never edited, are then edited, searched
+// and deleted like new ones.
+func TestMigration0008(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v7.db")
+	db, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateGroup(ctx, "g1", "g", "u", nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, body := range []string{"first old words", "second old words"} {
+		if _, _, err := db.Append(ctx, chat.Message{Conv: "g1", From: "u", ClientMsgID: fmt.Sprint("m", i), Kind: chat.KindText, Body: body})(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`ALTER TABLE messages DROP COLUMN stale`, `DELETE FROM schema_migrations WHERE version = 8`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if v, err := schemaVersion(ctx, raw); err != nil || v != 7 {
+		t.Fatalf("schema %d %v, want 7", v, err)
+	}
+	raw.Close()
+
+	db, err = Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, err := db.SchemaVersion(ctx); err != nil || v != 8 {
+		t.Fatalf("schema %d %v, want 8", v, err)
+	}
+	app := func(m chat.Message) {
+		t.Helper()
+		m.Conv, m.From = "g1", "u"
+		if _, _, err := db.Append(ctx, m)(); err != nil {
+			t.Fatalf("%+v: %v", m, err)
+		}
+	}
+	app(chat.Message{ClientMsgID: "e1", Kind: chat.KindEdit, Target: 1, Body: "first new words"})
+	app(chat.Message{ClientMsgID: "d2", Kind: chat.KindDelete, Target: 2})
+	for q, want := range map[string]string{"old": "[]", "new": "[1]", "words": "[1]", "second": "[]"} {
+		if got := fmt.Sprint(seqsOf(searchFor(t, db, q))); got != want {
+			t.Errorf("search %q: %s, want %s", q, got, want)
+		}
+	}
+	var stale string
+	if err := db.readers.QueryRow(`SELECT stale FROM messages WHERE seq = 1`).Scan(&stale); err != nil || stale != "old" {
+		t.Fatalf("stale %q %v, want old", stale, err)
 	}
 }

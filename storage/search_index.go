@@ -41,7 +41,9 @@ func (w *writer) index(t *wtx, conv string, seq, doc int64, body string) error {
 	if _, err := st.ExecContext(t.ctx, doc, conv, seq); err != nil {
 		return err
 	}
-	return w.reindex(t, doc, body)
+	o := t.op(doc, "")
+	o.want = append(o.want, body)
+	return nil
 }
 
 // The index's own writes wait in ftsOps until the end of the transaction
@@ -55,42 +57,51 @@ func (w *writer) index(t *wtx, conv string, seq, doc int64, body string) error {
 // only committed data, so deferring within the transaction changes nothing
 // anyone sees.
 
-// ftsOp is what the transaction does to one doc of the index: remove the
-// text the index held before the transaction (old, "" for none) and add
-// its text at the end (text, "" for none).
+// ftsOp is what the transaction does to one doc of the index.
 type ftsOp struct {
-	old, text string
+	// held is the text whose words the committed index holds for the doc
+	// ("" for none): a contentless index must be told the words it
+	// removes.
+	held string
+	// erase: held's words leave the index (a secure delete, migrations
+	// 0002 and 0007: the entries leave the pages) before want's go in.
+	// Otherwise held's words stay and only want's words it lacks are
+	// added (extend).
+	erase bool
+	want  []string // texts whose words the index must hold at the end
 }
 
-// op returns doc's pending operation, old being its text in the index as
-// it stands if doc has none yet.
-func (t *wtx) op(doc int64, old string) *ftsOp {
+// op returns doc's pending operation, held being the text of its words in
+// the index as it stands if doc has none yet.
+func (t *wtx) op(doc int64, held string) *ftsOp {
 	if t.fts == nil {
 		t.fts = make(map[int64]*ftsOp)
 	}
 	o := t.fts[doc]
 	if o == nil {
-		o = &ftsOp{old: old}
+		o = &ftsOp{held: held}
 		t.fts[doc] = o
 	}
 	return o
 }
 
-// reindex makes body doc's text (doc's old text must be out first).
-func (w *writer) reindex(t *wtx, doc int64, body string) error {
-	t.op(doc, "").text = body
-	return nil
+// replace makes body doc's only text: every word the index held for doc
+// (held) is erased first.
+func (w *writer) replace(t *wtx, doc int64, held, body string) {
+	o := t.op(doc, held)
+	o.erase = true
+	o.want = o.want[:0]
+	if body != "" {
+		o.want = append(o.want, body)
+	}
 }
 
-// unindex takes doc's text, body, out of the index: a contentless index
-// must be told the old text to find the entries it removes. The removal
-// is a secure delete (migrations 0002 and 0007): the entries leave the pages.
-func (w *writer) unindex(t *wtx, doc int64, body string) error {
-	if doc == 0 || body == "" {
-		return nil
-	}
-	t.op(doc, body).text = ""
-	return nil
+// extend adds body's words to doc's and keeps those it held (held and
+// body both ASCII: see ftsWords). The caller records the words body
+// lacks in messages.stale.
+func (w *writer) extend(t *wtx, doc int64, held, body string) {
+	o := t.op(doc, held)
+	o.want = append(o.want, body)
 }
 
 // applyFTS makes the transaction's pending index writes, in doc order
@@ -128,25 +139,29 @@ func (w *writer) applyFTS(t *wtx) error {
 	defer func() { a[1].Value = nil }()
 	for _, doc := range docs {
 		o := t.fts[doc]
-		old, text, pair := o.old, o.text, false
-		if old != "" && text != "" {
-			// An edit: only the words it takes out are removed (a secure
-			// delete each, see ftsDiff) and only those it brings are added.
-			if gone, added, ok := ftsDiff(old, text); ok {
-				if gone == "" && added == "" {
-					continue
-				}
-				old, text, pair = gone, added, true
+		remove, add := "", strings.Join(o.want, " ")
+		switch {
+		case o.erase:
+			remove = o.held
+		case o.held != "" && add != "":
+			// Extended: only the words the index lacks for doc go in.
+			hw, ok1 := asciiWords(o.held)
+			aw, ok2 := asciiWords(add)
+			if ok1 && ok2 {
+				add = missing(aw, hw)
+			} else {
+				// Not what extend is called for; still keep every word.
+				remove, add = o.held, o.held+" "+add
 			}
 		}
-		if old != "" || pair {
-			a[0].Value, a[1].Value = doc, old
+		if remove != "" {
+			a[0].Value, a[1].Value = doc, remove
 			if _, err := del.exec.ExecContext(t.ctx, a[:]); err != nil {
 				return err
 			}
 		}
-		if text != "" || pair {
-			a[0].Value, a[1].Value = doc, text
+		if add != "" {
+			a[0].Value, a[1].Value = doc, add
 			if _, err := ins.exec.ExecContext(t.ctx, a[:]); err != nil {
 				return err
 			}
@@ -156,14 +171,13 @@ func (w *writer) applyFTS(t *wtx) error {
 	return nil
 }
 
-// forget drops doc from the index and its map (a deleted message).
-func (w *writer) forget(t *wtx, doc int64, body string) error {
+// forget drops doc from the index and its map (a deleted message); held
+// is the text of the words the index holds for it.
+func (w *writer) forget(t *wtx, doc int64, held string) error {
 	if doc == 0 {
 		return nil
 	}
-	if err := w.unindex(t, doc, body); err != nil {
-		return err
-	}
+	w.replace(t, doc, held, "")
 	st, err := t.stmt(`DELETE FROM search_docs WHERE doc = ?`)
 	if err != nil {
 		return err
@@ -172,32 +186,11 @@ func (w *writer) forget(t *wtx, doc int64, body string) error {
 	return err
 }
 
-// ftsDiff returns, for an edit of a document from old to text, the words
-// of old that text lacks (gone) and those of text that old lacks (added),
-// each joined by spaces, when both texts are ASCII; ok is false otherwise.
-//
-// The index keeps no positions and no sizes (detail=none, columnsize=0):
-// what it holds of a document is the set of its words. Removing gone and
-// adding added leaves the same set as removing old and adding text, while
-// the secure delete (a seek in every segment for each word) is paid only
-// for the words that leave, which is what erasure needs: a word of the
-// old text that the new one still holds stays searchable anyway. A typo
-// fixed is one word out and one in instead of every word twice. Both
-// statements are still made (an empty text is allowed), so the index's
-// count of documents stays what a full delete and insert leave.
-//
-// For ASCII the tokenizer (unicode61) is exact and simple: a word is a
-// run of letters and digits, folded to lower case. Beyond ASCII its
-// classes and folding are Unicode tables of SQLite's own, so the full
-// texts are given to it instead.
-func ftsDiff(old, text string) (gone, added string, ok bool) {
-	ow, ok1 := asciiWords(old)
-	nw, ok2 := asciiWords(text)
-	if !ok1 || !ok2 {
-		return "", "", false
-	}
-	return missing(ow, nw), missing(nw, ow), true
-}
+// asciiWords and missing work out an extended doc's words. For ASCII the
+// index's tokenizer (unicode61) is exact and simple: a word is a run of
+// letters and digits, folded to lower case. Beyond ASCII its classes and
+// folding are Unicode tables of SQLite's own, so such texts are replaced
+// whole instead (a secure delete of every old word).
 
 // missing joins the words of a that b lacks, each once.
 func missing(a, b []string) string {
