@@ -91,8 +91,11 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 			return res, err
 		}
 		// An edited message may be in the index under words its edits
-		// took out (stale, migration 0008): its body decides.
-		if m.Kind != chat.KindText || m.Deleted || (m.EditedAt != 0 && !termsMatch(m.Body, terms)) || (phrases && !phraseMatch(m.Body, terms)) {
+		// took out (stale, migration 0008; only ever beside an ASCII
+		// body, whose words are cut exactly as the index cuts them): its
+		// body decides.
+		stale := m.EditedAt != 0 && isASCII(m.Body)
+		if m.Kind != chat.KindText || m.Deleted || (stale && !termsMatch(m.Body, terms)) || (phrases && !phraseMatch(m.Body, terms)) {
 			continue
 		}
 		hits = append(hits, m)

@@ -7,10 +7,12 @@ import (
 
 // The search index (messages_fts, migrations 0002 and 0007) holds the
 // current body of every text message that has one, under a document number
-// (doc) handed out in commit order: FTS5 walks a query's hits from the end cheaply, so the
-// newest come first whatever their conversation. search_docs maps a doc
-// back to its message and messages.doc maps the other way. The writer keeps
-// them in the same transaction as the messages.
+// (doc) handed out in commit order: FTS5 walks a query's hits from the end
+// cheaply, so the newest come first whatever their conversation.
+// search_docs maps a doc back to its message and messages.doc maps the
+// other way. The writer keeps them in the same transaction as the
+// messages. An edited message's doc may also hold words its edits took
+// out (messages.stale, migration 0008): search checks its body.
 
 // nextDoc hands out the next document number; the first use in a
 // transaction reads where the numbers stand (another process sharing the
@@ -97,7 +99,7 @@ func (w *writer) replace(t *wtx, doc int64, held, body string) {
 }
 
 // extend adds body's words to doc's and keeps those it held (held and
-// body both ASCII: see ftsWords). The caller records the words body
+// body both ASCII: see asciiWords). The caller records the words body
 // lacks in messages.stale.
 func (w *writer) extend(t *wtx, doc int64, held, body string) {
 	o := t.op(doc, held)

@@ -90,6 +90,16 @@ func termsMatch(body string, terms []searchTerm) bool {
 	return true
 }
 
+// isASCII reports whether s is all ASCII.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
 // hasRun reports whether t's words appear in order, one after the other,
 // in words.
 func hasRun(words []string, t searchTerm) bool {
