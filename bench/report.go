@@ -17,6 +17,7 @@ type Result struct {
 	SQLite   string  `json:"sqlite_sync"` // as configured for an embedded server; "" when unknown
 	Sizes    Sizes   `json:"sizes"`
 	BodySize int     `json:"body_size"`
+	Body     string  `json:"body"`
 	SetupSec float64 `json:"setup_seconds"`
 	RunSec   float64 `json:"run_seconds"` // first send to last delivery (or the measured phase)
 
