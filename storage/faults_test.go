@@ -197,7 +197,7 @@ func TestDiskFullDuringMigration(t *testing.T) {
 
 // TestCopyMigrationHelperProcess is the process TestKillDuringCopyMigration
 // kills: it opens (and so migrates) the database it is given, copying in
-// small batches (migration 0006's or 0008's, as asked), logging each to
+// small batches (migration 0006's or 0009's, as asked), logging each to
 // stdout.
 func TestCopyMigrationHelperProcess(t *testing.T) {
 	path := os.Getenv("IMSERVER_COPY_TEST_DB")
@@ -216,8 +216,8 @@ func TestCopyMigrationHelperProcess(t *testing.T) {
 }
 
 // TestKillDuringCopyMigration: a process killed (SIGKILL) in the middle of
-// the copy of migration 0006 (integer keys, from schema 5) or 0008
-// (arrival order, from schema 7) leaves the database at its schema with
+// the copy of migration 0006 (integer keys, from schema 5) or 0009
+// (arrival order, from schema 8) leaves the database at its schema with
 // the batches it committed; the next start goes on from there (it copies
 // fewer messages than there are) to the end, with every message there
 // once, the dedup intact and integrity_check passing.
@@ -225,12 +225,11 @@ func TestKillDuringCopyMigration(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		schema int
-		make   func(path string, users, convs, msgs int) (map[string][]string, error)
-	}{{"0006", 5, storage.MakeSchema5ForTest}, {"0008", 7, storage.MakeSchema7ForTest}} {
+	}{{"0006", 5}, {"0009", 8}} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "old.db")
 			const total = 5000
-			want, err := c.make(path, 5, 20, total)
+			want, err := storage.MakeSchemaForTest(path, c.schema, 5, 20, total)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Migration 0008: messages stored in arrival order. Until 0007 the
+// Migration 0009: messages stored in arrival order. Until 0008 the
 // messages table was keyed by (conv, seq) WITHOUT ROWID, so each message,
 // a row of ~150 bytes, was inserted at the end of its conversation's range
 // in the middle of the table: a commit whose messages go to 40
@@ -33,8 +33,8 @@ import (
 // transaction swaps the tables and builds the indexes.
 
 const (
-	layoutVersion = 8
-	layoutName    = "0008_arrival_order"
+	layoutVersion = 9
+	layoutName    = "0009_arrival_order"
 )
 
 // layoutBatch is how many messages one copy transaction takes (tests make
@@ -42,9 +42,9 @@ const (
 var layoutBatch = 100000
 
 // layoutColumns are the messages table's columns, but the rowid.
-const layoutColumns = `conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, edited_at, deleted, doc`
+const layoutColumns = `conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, edited_at, deleted, doc, stale`
 
-const layoutTable = `CREATE TABLE messages_v8 (
+const layoutTable = `CREATE TABLE messages_v9 (
 	id            INTEGER PRIMARY KEY,
 	conv          INTEGER NOT NULL,
 	seq           INTEGER NOT NULL,
@@ -61,7 +61,8 @@ const layoutTable = `CREATE TABLE messages_v8 (
 	mentions      TEXT,
 	edited_at     INTEGER,
 	deleted       INTEGER,
-	doc           INTEGER
+	doc           INTEGER,
+	stale         TEXT
 )`
 
 // layoutSwap replaces the old table by the new one and builds its indexes
@@ -69,19 +70,19 @@ const layoutTable = `CREATE TABLE messages_v8 (
 // row).
 var layoutSwap = []string{
 	`DROP TABLE messages`,
-	`ALTER TABLE messages_v8 RENAME TO messages`,
+	`ALTER TABLE messages_v9 RENAME TO messages`,
 	`CREATE UNIQUE INDEX messages_seq ON messages (conv, seq)`,
 	`CREATE UNIQUE INDEX messages_cmid ON messages (conv, sender, cmid_hash)`,
 	`CREATE INDEX messages_targets ON messages (conv, target) WHERE target IS NOT NULL`,
 }
 
-// migrateLayout runs migration 0008 from wherever an earlier run stopped.
+// migrateLayout runs migration 0009 from wherever an earlier run stopped.
 func migrateLayout(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	var n int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'messages_v8'`).Scan(&n); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'messages_v9'`).Scan(&n); err != nil {
 		return err
 	}
 	if n == 0 {
@@ -104,7 +105,7 @@ func migrateLayout(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 			break
 		}
 		copied += batch
-		log.Info("migration 0008 (messages in arrival order): copying messages; a restart goes on from here",
+		log.Info("migration 0009 (messages in arrival order): copying messages; a restart goes on from here",
 			"copied", copied, "per_second", int(float64(copied)/time.Since(start).Seconds()))
 	}
 	err := inTx(ctx, db, func(tx *sql.Tx) error {
@@ -117,7 +118,7 @@ func migrateLayout(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 		return err
 	})
 	if err == nil && copied > 0 {
-		log.Info("migration 0008 (messages in arrival order): done", "copied", copied, "seconds", time.Since(start).Seconds())
+		log.Info("migration 0009 (messages in arrival order): done", "copied", copied, "seconds", time.Since(start).Seconds())
 	}
 	return err
 }
@@ -126,14 +127,14 @@ func migrateLayout(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 // order after the last one the new table holds, and returns how many.
 func copyLayoutBatch(ctx context.Context, tx *sql.Tx) (int64, error) {
 	var conv, seq int64
-	err := tx.QueryRowContext(ctx, `SELECT conv, seq FROM messages_v8 ORDER BY id DESC LIMIT 1`).Scan(&conv, &seq)
+	err := tx.QueryRowContext(ctx, `SELECT conv, seq FROM messages_v9 ORDER BY id DESC LIMIT 1`).Scan(&conv, &seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		conv, seq, err = -1<<63, -1<<63, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO messages_v8 (`+layoutColumns+`)
+	res, err := tx.ExecContext(ctx, `INSERT INTO messages_v9 (`+layoutColumns+`)
 		SELECT `+layoutColumns+` FROM messages WHERE (conv, seq) > (?, ?) ORDER BY conv, seq LIMIT `+strconv.Itoa(layoutBatch),
 		conv, seq)
 	if err != nil {

@@ -10,22 +10,22 @@ import (
 	"github.com/imserver/imserver/chat"
 )
 
-// TestMigrateLayout: a database made by schema 7 is copied into the
+// TestMigrateLayout: a database made by schema 8 is copied into the
 // arrival-ordered messages table in batches; every message reads back as
 // it was, in (conv, seq) order of rowids, the old table is gone, the
 // indexes are the new ones, a retry of an old client_msg_id gets its old
 // seq and new messages are appended after every copied row.
 func TestMigrateLayout(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "v7.db")
-	want, err := MakeSchema7ForTest(path, 3, 2, 101)
+	path := filepath.Join(t.TempDir(), "v8.db")
+	want, err := MakeSchemaForTest(path, 8, 3, 2, 101)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer SetLayoutBatchForTest(layoutBatch)
 	SetLayoutBatchForTest(7)
 	db, log := openMigrated(t, path, keysBatch)
-	if n := strings.Count(log, "migration 0008 (messages in arrival order): copying messages"); n != 15 {
+	if n := strings.Count(log, "migration 0009 (messages in arrival order): copying messages"); n != 15 {
 		t.Fatalf("%d progress lines for 101 messages in batches of 7, want 15:\n%s", n, log)
 	}
 	if v, err := db.SchemaVersion(ctx); err != nil || v != KnownSchema() || v < layoutVersion {
@@ -36,7 +36,7 @@ func TestMigrateLayout(t *testing.T) {
 	}
 	var names string
 	if err := db.readers.QueryRow(`SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master
-		WHERE tbl_name IN ('messages', 'messages_v8') ORDER BY name)`).Scan(&names); err != nil {
+		WHERE tbl_name IN ('messages', 'messages_v9') ORDER BY name)`).Scan(&names); err != nil {
 		t.Fatal(err)
 	}
 	if names != "messages messages_cmid messages_seq messages_targets" {

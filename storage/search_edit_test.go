@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/imserver/imserver/chat"
 )
@@ -143,66 +144,67 @@ func TestEditIndexesOnlyTheChange(t *testing.T) {
 	}
 }
 
-// TestMigration0008: a database of schema 7 with messages in it (made by
-// this store, then the column taken off as 0007 left it) gets
+// TestMigration0008: a database of schema 7 with messages in it gets
 // messages.stale; its messages, never edited, are then edited, searched
 // and deleted like new ones.
 func TestMigration0008(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v7.db")
+	// One group g0 of u0; seqs 2 and 4 ("message 1", "message 3") are u0's.
+	if _, err := MakeSchemaForTest(path, 7, 1, 1, 4); err != nil {
+		t.Fatal(err)
+	}
 	db, err := Open(ctx, path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.CreateGroup(ctx, "g1", "g", "u", nil); err != nil {
-		t.Fatal(err)
+	defer db.Close()
+	var n int
+	if err := db.readers.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('messages') WHERE name = 'stale'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("messages.stale: %d columns (%v)", n, err)
 	}
-	for i, body := range []string{"first old words", "second old words"} {
-		if _, _, err := db.Append(ctx, chat.Message{Conv: "g1", From: "u", ClientMsgID: fmt.Sprint("m", i), Kind: chat.KindText, Body: body})(); err != nil {
+	search := func(q string) string {
+		t.Helper()
+		sq, err := chat.ParseSearch(q)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{`ALTER TABLE messages DROP COLUMN stale`, `DELETE FROM schema_migrations WHERE version = 8`} {
-		if _, err := raw.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
+		sq.Limit = chat.MaxSearchLimit
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			res, err := db.Search(ctx, "u0", sq)
+			if err != nil {
+				t.Fatalf("search %q: %v", q, err)
+			}
+			if res.Indexing == nil {
+				return fmt.Sprint(seqsOf(res))
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("older messages still being indexed")
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-	}
-	if v, err := schemaVersion(ctx, raw); err != nil || v != 7 {
-		t.Fatalf("schema %d %v, want 7", v, err)
-	}
-	raw.Close()
-
-	db, err = Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if v, err := db.SchemaVersion(ctx); err != nil || v != 8 {
-		t.Fatalf("schema %d %v, want 8", v, err)
 	}
 	app := func(m chat.Message) {
 		t.Helper()
-		m.Conv, m.From = "g1", "u"
+		m.Conv, m.From = "g0", "u0"
 		if _, _, err := db.Append(ctx, m)(); err != nil {
 			t.Fatalf("%+v: %v", m, err)
 		}
 	}
-	app(chat.Message{ClientMsgID: "e1", Kind: chat.KindEdit, Target: 1, Body: "first new words"})
-	app(chat.Message{ClientMsgID: "d2", Kind: chat.KindDelete, Target: 2})
-	for q, want := range map[string]string{"old": "[]", "new": "[1]", "words": "[1]", "second": "[]"} {
-		if got := fmt.Sprint(seqsOf(searchFor(t, db, q))); got != want {
+	// The older messages are indexed in the background: the edit below
+	// then finds its old words in the index.
+	if got := search("message"); got != "[4 3 2 1]" {
+		t.Fatalf("before the edits: %s", got)
+	}
+	app(chat.Message{ClientMsgID: "e1", Kind: chat.KindEdit, Target: 2, Body: "first new words"})
+	app(chat.Message{ClientMsgID: "d2", Kind: chat.KindDelete, Target: 4})
+	for q, want := range map[string]string{"message": "[3 1]", "new": "[2]", "words": "[2]", "3": "[]", "1": "[]"} {
+		if got := search(q); got != want {
 			t.Errorf("search %q: %s, want %s", q, got, want)
 		}
 	}
 	var stale string
-	if err := db.readers.QueryRow(`SELECT stale FROM messages WHERE seq = 1`).Scan(&stale); err != nil || stale != "old" {
-		t.Fatalf("stale %q %v, want old", stale, err)
+	if err := db.readers.QueryRow(`SELECT stale FROM messages WHERE seq = 2`).Scan(&stale); err != nil || stale != "message 1" {
+		t.Fatalf("stale %q %v, want the words the edit took out", stale, err)
 	}
 }
