@@ -116,3 +116,45 @@ func BenchmarkRedisWindowRecord(b *testing.B) {
 		i++
 	}
 }
+
+// TestRedisWindowConcurrentRecordsShareRoundTrips: Records made at once
+// leave in shared pipelines, and each is still answered its own exact
+// count: n callers on one key get 1..n, each once; and Redis saw fewer
+// round trips than Records.
+func TestRedisWindowConcurrentRecordsShareRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	r := startRedis(t)
+	c := r.client()
+	const n = 400
+	w := NewRedisWindow(c, "cc:", time.Minute, n+1, 0)
+	got := make([]int, n)
+	var wg sync.WaitGroup
+	now := time.Now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k, err := w.Record(ctx, "g", now)
+			if err != nil {
+				t.Errorf("record %d: %v", i, err)
+			}
+			got[i] = k
+		}()
+	}
+	wg.Wait()
+	seen := make([]bool, n+1)
+	for i, k := range got {
+		if k < 1 || k > n || seen[k] {
+			t.Fatalf("record %d answered %d: counts %v", i, k, got)
+		}
+		seen[k] = true
+	}
+	if k, err := w.Count(ctx, "g", now); err != nil || k != n {
+		t.Fatalf("count = %d, %v; want %d", k, err, n)
+	}
+	if p := w.pipelines.Load(); p >= n {
+		t.Fatalf("%d round trips for %d records made at once, want fewer", p, n)
+	} else {
+		t.Logf("%d records in %d round trips", n, p)
+	}
+}
