@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 // ARGV[4]  key TTL in ms
 // ARGV[5]  score of the new event, or "" to only count
 // ARGV[6]  member of the new event
+// ARGV[7], ARGV[8] ... more events' scores and members (SharedWindow)
 const windowScript = `
 local key = KEYS[1]
 redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. ARGV[1])
@@ -37,7 +37,9 @@ for _, m in ipairs(edge) do
   end
 end
 if ARGV[5] ~= '' then
-  redis.call('ZADD', key, ARGV[5], ARGV[6])
+  for i = 5, #ARGV, 2 do
+    redis.call('ZADD', key, ARGV[i], ARGV[i + 1])
+  end
   redis.call('ZREMRANGEBYRANK', key, 0, -(tonumber(ARGV[3]) + 1))
   redis.call('PEXPIRE', key, ARGV[4])
 end
@@ -47,12 +49,7 @@ return redis.call('ZCARD', key)
 // RedisWindow is a Window shared by every process using the same Redis and
 // prefix. Memory per key is bounded like LocalWindow's: the script keeps at
 // most limit members, and the key expires keyTTL after its last event.
-//
-// Records made at once share round trips (group commit): while one
-// pipeline of script calls is out, the Records that arrive queue up and
-// leave together in the next, each still answered its own exact count.
-// Every send records one event, and a round trip per send was a tenth of
-// a node's CPU (system calls) with several nodes.
+
 type RedisWindow struct {
 	rdb    redis.UniversalClient
 	prefix string
@@ -61,29 +58,8 @@ type RedisWindow struct {
 	ttlMs  int64
 	script *luaScript
 
-	mu    sync.Mutex
-	busy  bool         // a caller is sending a pipeline
-	queue []*windowRec // Records waiting for the next pipeline
-
-	pipelines atomic.Int64 // round trips of Record, for tests
+	pipelines atomic.Int64 // round trips of recordMany, for tests
 }
-
-// windowRec is one Record waiting for its pipeline. wake gets false when
-// its answer is in, true when it is to send the next pipeline itself.
-type windowRec struct {
-	ctx    context.Context
-	key    string
-	ts     int64
-	score  string
-	member string
-	n      int
-	err    error
-	wake   chan bool
-}
-
-// recordTimeout bounds a pipeline sent on behalf of other callers, whose
-// contexts the sender does not hold.
-const recordTimeout = 5 * time.Second
 
 // NewRedisWindow returns a RedisWindow over window counting exactly up to
 // limit, storing key k at "<prefix>win:{k}". keyTTL below window is raised to
@@ -110,73 +86,8 @@ func (w *RedisWindow) Limit() int { return w.limit }
 // Record implements Window.
 func (w *RedisWindow) Record(ctx context.Context, key string, now time.Time) (int, error) {
 	ts := now.UnixNano()
-	r := &windowRec{ctx: ctx, key: key, ts: ts, score: strconv.FormatInt(floorDiv(ts, 1000), 10),
-		member: fmt.Sprintf("%020d:%016x", ts, rand.Uint64()), wake: make(chan bool, 1)}
-	w.mu.Lock()
-	w.queue = append(w.queue, r)
-	if w.busy {
-		w.mu.Unlock()
-		if lead := <-r.wake; !lead {
-			return r.n, r.err
-		}
-	} else {
-		w.busy = true
-		w.mu.Unlock()
-	}
-	// This caller sends what is queued (itself first among it), then hands
-	// the turn to the first of those that queued meanwhile.
-	w.mu.Lock()
-	batch := w.queue
-	w.queue = nil
-	w.mu.Unlock()
-	w.recordBatch(batch)
-	for _, q := range batch {
-		if q != r {
-			q.wake <- false
-		}
-	}
-	w.mu.Lock()
-	if len(w.queue) > 0 {
-		w.queue[0].wake <- true
-	} else {
-		w.busy = false
-	}
-	w.mu.Unlock()
-	return r.n, r.err
-}
-
-// recordBatch runs the script once per Record of batch in one pipeline.
-func (w *RedisWindow) recordBatch(batch []*windowRec) {
-	w.pipelines.Add(1)
-	if len(batch) == 1 {
-		r := batch[0]
-		r.n, r.err = w.run(r.ctx, "window record", r.key, r.ts, r.score, r.member)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), recordTimeout)
-	defer cancel()
-	pipe := w.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(batch))
-	for i, r := range batch {
-		keys, args := w.args(r.key, r.ts, r.score, r.member)
-		cmds[i] = pipe.EvalSha(ctx, w.script.sha, keys, args...)
-	}
-	_, _ = pipe.Exec(ctx)
-	for i, r := range batch {
-		err := cmds[i].Err()
-		if redis.HasErrorPrefix(err, "NOSCRIPT") {
-			// A restarted or flushed Redis: the script is loaded by the
-			// call that finds it missing, the rest find it there.
-			r.n, r.err = w.run(ctx, "window record", r.key, r.ts, r.score, r.member)
-			continue
-		}
-		if err != nil {
-			r.err = redisError(ctx, "window record", err)
-			continue
-		}
-		n, err := cmds[i].Int64()
-		r.n, r.err = int(n), redisError(ctx, "window record", err)
-	}
+	member := fmt.Sprintf("%020d:%016x", ts, rand.Uint64())
+	return w.run(ctx, "window record", key, ts, strconv.FormatInt(floorDiv(ts, 1000), 10), member)
 }
 
 // Count implements Window.
@@ -191,6 +102,57 @@ func (w *RedisWindow) run(ctx context.Context, op, key string, ts int64, score, 
 		return 0, redisError(ctx, op, err)
 	}
 	return int(n), nil
+}
+
+// recordMany records the events of every key (timestamps in ns, in any
+// order) in one pipeline, a script call per key, and returns each key's
+// count after them, in the order of keys.
+func (w *RedisWindow) recordMany(ctx context.Context, keys []string, events map[string][]int64) ([]int, error) {
+	out, err := w.recordManyOnce(ctx, keys, events)
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// A restarted or flushed Redis: load the script, try once more.
+		if err := w.rdb.ScriptLoad(ctx, w.script.src).Err(); err != nil {
+			return nil, redisError(ctx, "window record", err)
+		}
+		out, err = w.recordManyOnce(ctx, keys, events)
+	}
+	if err != nil {
+		return nil, redisError(ctx, "window record", err)
+	}
+	return out, nil
+}
+
+func (w *RedisWindow) recordManyOnce(ctx context.Context, keys []string, events map[string][]int64) ([]int, error) {
+	w.pipelines.Add(1)
+	pipe := w.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(keys))
+	for i, k := range keys {
+		tss := events[k]
+		newest := tss[0]
+		for _, ts := range tss {
+			newest = max(newest, ts)
+		}
+		cutoff := max(newest-w.window, -1)
+		args := []any{floorDiv(cutoff, 1000), fmt.Sprintf("%020d", cutoff), w.limit, w.ttlMs}
+		for _, ts := range tss {
+			if ts > cutoff {
+				args = append(args, strconv.FormatInt(floorDiv(ts, 1000), 10), fmt.Sprintf("%020d:%016x", ts, rand.Uint64()))
+			}
+		}
+		cmds[i] = pipe.EvalSha(ctx, w.script.sha, []string{redisKey(w.prefix, "win", k)}, args...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]int, len(keys))
+	for i, c := range cmds {
+		n, err := c.Int64()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = int(n)
+	}
+	return out, nil
 }
 
 // args are the script's keys and arguments for an event at ts (score ""
