@@ -8,7 +8,8 @@
 # a fresh database, Redis flushed, NODES nodes of BIN started, one
 # `BENCH bench --url a,b,c --scenario send --messages MESSAGES` over them,
 # then CPU per message: each node over the measured phase (the bench reads
-# their /metrics), the nodes in all with setup (/proc) and PostgreSQL.
+# their /metrics), the nodes in all with setup (/proc), PostgreSQL and Redis
+# (with setup).
 # BENCH is the load generator for every build (default: the last BIN).
 # PROFILE=S takes a S-second CPU profile of every node during each bench
 # (debug.pprof), saved as $WORK/prof-<round>-<bin#>-<node>.pb.gz.
@@ -69,7 +70,7 @@ if ! redis-cli -p "$REDISPORT" ping >/dev/null 2>&1; then
 fi
 
 echo "# $(date -u +%FT%TZ) nodes=$NODES messages=$MESSAGES load: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-5s %-24s %9s %-28s %8s %7s %7s %s\n' round bin sends/s 'node_us(sum:each,run)' nodes_us_all pg_us load verdict
+printf '%-5s %-24s %9s %-28s %8s %7s %7s %7s %s\n' round bin sends/s 'node_us(sum:each,run)' nodes_us_all pg_us redis_us load verdict
 run=0
 for round in $(seq 1 "$ROUNDS"); do
 	b=0
@@ -116,6 +117,7 @@ EOF
 		done
 		before=(); for p in $pids; do before+=("$(ticks "$p")"); done
 		pg0=$(pgticks)
+		rd0=$(ticks "$(cat "$WORK/redis.pid")")
 		load=$(cut -d' ' -f1 /proc/loadavg)
 		if [ "$PROFILE" != 0 ]; then
 			(sleep 3; for n in $(seq 1 "$NODES"); do
@@ -132,6 +134,7 @@ EOF
 			i=$((i + 1))
 		done
 		pg1=$(pgticks)
+		rd1=$(ticks "$(cat "$WORK/redis.pid")")
 		for p in $pids; do kill "$p"; done
 		wait $pids 2>/dev/null || true
 		rate=$(awk '/^durable sends\/s/ {print $3}' "$out")
@@ -141,9 +144,10 @@ EOF
 		else
 			cpu=$(sed -n 's/^cpu µs\/msg server\/bench *\([0-9.]*\).*/\1/p' "$out")
 		fi
-		printf '%-5s %-24s %9s %-28s %8s %7s %7s %s\n' "$round" "$(basename "$bin")" "$rate" "$cpu" \
+		printf '%-5s %-24s %9s %-28s %8s %7s %7s %7s %s\n' "$round" "$(basename "$bin")" "$rate" "$cpu" \
 			"$(awk -v d="$total" -v m="$MESSAGES" 'BEGIN{printf "%.1f", d*10000/m}')" \
-			"$(awk -v d="$((pg1 - pg0))" -v m="$MESSAGES" 'BEGIN{printf "%.1f", d*10000/m}')" "$load" "$verdict"
+			"$(awk -v d="$((pg1 - pg0))" -v m="$MESSAGES" 'BEGIN{printf "%.1f", d*10000/m}')" \
+			"$(awk -v d="$((rd1 - rd0))" -v m="$MESSAGES" 'BEGIN{printf "%.1f", d*10000/m}')" "$load" "$verdict"
 		psql_ -c "drop database $db" >/dev/null || true
 	done
 done
