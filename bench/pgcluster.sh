@@ -12,7 +12,7 @@
 # (with setup).
 # BENCH is the load generator for every build (default: the last BIN).
 # PROFILE=S takes a S-second CPU profile of every node during each bench
-# (debug.pprof), saved as $WORK/prof-<round>-<bin#>-<node>.pb.gz.
+# (debug.pprof; PROFILE_DELAY seconds after the nodes answer, default 3), saved as $WORK/prof-<round>-<bin#>-<node>.pb.gz.
 #
 # PostgreSQL 15 is initialised once under $WORK (initdb as user postgres
 # when run as root; fsync and synchronous_commit on, shared_buffers 256MB,
@@ -120,7 +120,7 @@ EOF
 		rd0=$(ticks "$(cat "$WORK/redis.pid")")
 		load=$(cut -d' ' -f1 /proc/loadavg)
 		if [ "$PROFILE" != 0 ]; then
-			(sleep 3; for n in $(seq 1 "$NODES"); do
+			(sleep "${PROFILE_DELAY:-3}"; for n in $(seq 1 "$NODES"); do
 				curl -s -o "$WORK/prof-$round-$b-$n.pb.gz" "http://127.0.0.1:$((BASEPORT + n))/debug/pprof/profile?seconds=$PROFILE" &
 			done; wait) &
 			profpid=$!
