@@ -11,6 +11,7 @@
 # their /metrics), the nodes in all with setup (/proc), PostgreSQL and Redis
 # (with setup).
 # BENCH is the load generator for every build (default: the last BIN).
+# WRITE_DELAY sets the nodes' websocket.write_delay.
 # PROFILE=S takes a S-second CPU profile of every node during each bench
 # (debug.pprof; PROFILE_DELAY seconds after the nodes answer, default 3), saved as $WORK/prof-<round>-<bin#>-<node>.pb.gz.
 #
@@ -100,6 +101,7 @@ storm:
   lower_mark: 1
 websocket:
   max_sessions_per_user: 1000000
+$([ -n "${WRITE_DELAY:-}" ] && echo "  write_delay: $WRITE_DELAY")
 debug:
   pprof: true
 log:
