@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -33,6 +34,10 @@ type Bus struct {
 
 	sink BusSink
 	out  chan []byte
+	// outBytes is what out holds, bounded by busQueueBytes: a message
+	// carries a whole commit's fan-out, so a count of messages alone
+	// would not bound the memory a stalled Redis makes us hold.
+	outBytes atomic.Int64
 	// control carries roster changes and logouts: they must not be
 	// dropped the way events may, so a full queue waits for room.
 	control chan []byte
@@ -186,12 +191,21 @@ func stamp(data []byte, seq uint64) []byte {
 	return append(out, data[1:]...)
 }
 
+// busQueueBytes bounds the events waiting to be published.
+const busQueueBytes = 64 << 20
+
 // queue hands an encoded message to publishLoop.
 func (b *Bus) queue(data []byte) {
+	if b.outBytes.Add(int64(len(data))) > busQueueBytes {
+		b.outBytes.Add(-int64(len(data)))
+		b.metrics.BusDropped.Inc()
+		return
+	}
 	select {
 	case b.out <- data:
 	default:
 		// Never block delivery: the other processes' clients will sync.
+		b.outBytes.Add(-int64(len(data)))
 		b.metrics.BusDropped.Inc()
 	}
 }
@@ -219,6 +233,7 @@ func (b *Bus) publishLoop() {
 		case data := <-b.control:
 			batch = append(batch[:0], data)
 		case data := <-b.out:
+			b.outBytes.Add(-int64(len(data)))
 			batch = append(batch[:0], data)
 		case <-b.done:
 			return
@@ -229,6 +244,7 @@ func (b *Bus) publishLoop() {
 			case data := <-b.control:
 				batch = append(batch, data)
 			case data := <-b.out:
+				b.outBytes.Add(-int64(len(data)))
 				batch = append(batch, data)
 			default:
 				break drain

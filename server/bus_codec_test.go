@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/imserver/imserver/chat"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func busMessagesOf(t *testing.T, ds []chat.Delivery) [][]byte {
@@ -125,4 +126,33 @@ func FuzzBusDecode(f *testing.F) {
 			_ = len(e.body) + len(e.users)
 		})
 	})
+}
+
+// TestBusQueueBoundedByBytes: a stalled Redis makes the bus hold at most
+// busQueueBytes of events (each message is a whole commit's fan-out);
+// the rest is dropped and counted, as a full queue always was.
+func TestBusQueueBoundedByBytes(t *testing.T) {
+	b := &Bus{out: make(chan []byte, 8192), metrics: NewMetrics()}
+	msg := make([]byte, 256<<10)
+	for range 300 {
+		b.queue(msg)
+	}
+	if n := len(b.out); n != busQueueBytes/len(msg) {
+		t.Fatalf("%d messages of %d bytes queued, want %d", n, len(msg), busQueueBytes/len(msg))
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(b.metrics.BusDropped)
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 {
+		t.Fatalf("gather: %v %v", mfs, err)
+	}
+	if got := mfs[0].GetMetric()[0].GetCounter().GetValue(); got != float64(300-busQueueBytes/len(msg)) {
+		t.Fatalf("dropped %v, want %d", got, 300-busQueueBytes/len(msg))
+	}
+	<-b.out
+	b.outBytes.Add(-int64(len(msg))) // as publishLoop does
+	b.queue(msg)
+	if len(b.out) != busQueueBytes/len(msg) {
+		t.Fatalf("no room again after one left")
+	}
 }
