@@ -276,7 +276,7 @@ func damage(t *testing.T, archive, dst string) {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(tr)
-		if h.Name == "imserver.db" {
+		if h.Name == "imserver.db" || h.Name == "imserver.pgdump" {
 			b[len(b)/2] ^= 0xff
 		}
 		tw.WriteHeader(h)
