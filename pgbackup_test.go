@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,60 +53,12 @@ func TestBackupUnderLoadAndRestorePostgres(t *testing.T) {
 	srcURL := newPGDatabase(t, pg, "bsrc")
 	cfg := writeConfig(t, dir, fmt.Sprintf("limits:\n  send_rate: 100000\n  send_burst: 100000\nfiles:\n  dir: %s\n", filepath.Join(dir, "orig-files")))
 	orig := startServer(t, srcURL, cfg)
-	var alice, bob struct {
-		Token string `json:"token"`
-		User  struct {
-			ID string `json:"id"`
-		} `json:"user"`
-	}
-	orig.do(t, "POST", "/api/v1/auth/register", "", map[string]string{"username": "alice", "password": "password123"}, &alice)
-	orig.do(t, "POST", "/api/v1/auth/register", "", map[string]string{"username": "bob", "password": "password123"}, &bob)
-	var d struct {
-		Conversation struct {
-			ID string `json:"id"`
-		} `json:"conversation"`
-	}
-	orig.do(t, "POST", "/api/v1/conversations/direct", alice.Token, map[string]string{"user_id": bob.User.ID}, &d)
-	conv := d.Conversation.ID
-	send := func(id string, files ...string) {
-		if code := orig.do(t, "POST", "/api/v1/conversations/"+conv+"/messages", alice.Token,
-			map[string]any{"client_msg_id": id, "body": "message " + id, "attachments": files}, nil); code != http.StatusCreated {
-			t.Errorf("send %s: %d", id, code)
-		}
-	}
-	for i := range 4 {
-		f := orig.upload(t, alice.Token, fmt.Sprintf("f%d.bin", i), bytes.Repeat([]byte{byte(i), 1, 2, 3}, 1000*(i+1)))
-		send(fmt.Sprint("before-", i), f.ID)
-	}
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	var sent atomic.Int64
-	for w := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; !stop.Load(); i++ {
-				id := fmt.Sprintf("load-%d-%d", w, i)
-				if i%5 == 0 {
-					f := orig.upload(t, alice.Token, id+".bin", []byte("attached to "+id))
-					send(id, f.ID)
-				} else {
-					send(id)
-				}
-				sent.Add(1)
-			}
-		}()
-	}
-	for sent.Load() < 50 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	src := newBackupSource(t, orig, 4)
+	conv := src.conv
 	archive := filepath.Join(dir, "backup.tar.gz")
-	out, err := exec.Command(serverBin, "backup", "--config", cfg, "--db", srcURL, archive).CombinedOutput()
-	stop.Store(true)
-	wg.Wait()
-	if err != nil {
-		t.Fatalf("backup: %v\n%s", err, out)
-	}
+	out, sent := src.underLoad(t, func() ([]byte, error) {
+		return exec.Command(serverBin, "backup", "--config", cfg, "--db", srcURL, archive).CombinedOutput()
+	})
 	if strings.Contains(string(out), pgtest.Password) {
 		t.Errorf("backup printed the password: %s", out)
 	}
@@ -129,7 +77,7 @@ func TestBackupUnderLoadAndRestorePostgres(t *testing.T) {
 	if !dumpEntry || int64(blobs) != m.Files || len(m.Missing) != 0 {
 		t.Fatalf("archive entries: dump %v, %d contents (missing %v) for %d files", dumpEntry, blobs, m.Missing, m.Files)
 	}
-	t.Logf("backed up %d messages and %d files while %d more were sent", m.Messages, m.Files, sent.Load())
+	t.Logf("backed up %d messages and %d files while %d more were sent", m.Messages, m.Files, sent)
 
 	dstURL := newPGDatabase(t, pg, "bdst")
 	restoredFiles := filepath.Join(dir, "restored-files")
@@ -166,34 +114,14 @@ func TestBackupUnderLoadAndRestorePostgres(t *testing.T) {
 
 	rcfg := writeConfig(t, t.TempDir(), fmt.Sprintf("files:\n  dir: %s\n", restoredFiles))
 	restored := startServer(t, dstURL, rcfg)
-	var login struct {
-		Token string `json:"token"`
-	}
-	restored.do(t, "POST", "/api/v1/auth/login", "", map[string]string{"username": "bob", "password": "password123"}, &login)
-	got := restored.allMessages(t, login.Token, conv)
-	want := orig.allMessages(t, bob.Token, conv)
-	if int64(len(got)) != m.Messages {
-		t.Fatalf("restored server has %d messages, the manifest %d", len(got), m.Messages)
-	}
-	for i, g := range got {
-		gj, _ := json.Marshal(g)
-		wj, _ := json.Marshal(want[i])
-		if !bytes.Equal(gj, wj) {
-			t.Fatalf("message %d differs:\nrestored %s\noriginal %s", g.Seq, gj, wj)
-		}
-		for _, a := range g.Attachments {
-			if !bytes.Equal(restored.fileBytes(t, login.Token, a.ID), orig.fileBytes(t, bob.Token, a.ID)) {
-				t.Fatalf("file %s differs", a.ID)
-			}
-		}
-	}
+	got, token, _ := src.checkRestored(t, restored, m)
 	// Work goes on in the restored database: the next seq follows.
 	var sentAns struct {
 		Message struct {
 			Seq int64 `json:"seq"`
 		} `json:"message"`
 	}
-	if code := restored.do(t, "POST", "/api/v1/conversations/"+conv+"/messages", login.Token,
+	if code := restored.do(t, "POST", "/api/v1/conversations/"+conv+"/messages", token,
 		map[string]any{"client_msg_id": "after-restore", "body": "hello again"}, &sentAns); code != http.StatusCreated {
 		t.Fatalf("send after restore: %d", code)
 	}
@@ -201,7 +129,7 @@ func TestBackupUnderLoadAndRestorePostgres(t *testing.T) {
 		t.Errorf("send after restore got seq %d, want %d", sentAns.Message.Seq, last+1)
 	}
 
-	out, err = exec.Command(serverBin, "vacuum", "--db", dstURL).CombinedOutput()
+	out, err := exec.Command(serverBin, "vacuum", "--db", dstURL).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "VACUUM (ANALYZE)") || !strings.Contains(string(out), "messages") || strings.Contains(string(out), pgtest.Password) {
 		t.Fatalf("vacuum: %v\n%s", err, out)
 	}
