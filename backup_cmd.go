@@ -18,7 +18,7 @@ type dataFlags struct {
 
 func (d *dataFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&d.config, "config", "", "YAML configuration file (for db and files.dir)")
-	cmd.Flags().StringVar(&d.db, "db", "", "SQLite database file (default imserver.db)")
+	cmd.Flags().StringVar(&d.db, "db", "", "SQLite database file (default imserver.db) or PostgreSQL URL")
 	cmd.Flags().StringVar(&d.filesDir, "files-dir", "", `files directory (default: files.dir, or "<db>-files")`)
 }
 
@@ -30,14 +30,14 @@ func (d *dataFlags) options(cmd *cobra.Command) (backup.Options, error) {
 	if cmd.Flags().Changed("db") {
 		cfg.DB = d.db
 	}
-	if isPostgres(cfg.DB) {
-		// The archive holds a SQLite snapshot; PostgreSQL has its own tools.
-		return backup.Options{}, fmt.Errorf("backup and restore work on SQLite only; for %s use pg_dump and pg_restore", displayDB(cfg.DB))
-	}
 	if cmd.Flags().Changed("files-dir") {
 		cfg.Files.Dir = d.filesDir
 	}
 	o := backup.Options{DB: cfg.DB, FilesDir: cfg.filesDir(), Version: readBuildInfo().Version}
+	if isPostgres(cfg.DB) {
+		// No database file to put the files beside: files.dir or nothing.
+		o.FilesDir = cfg.Files.Dir
+	}
 	// Progress only where someone watches it, never into a log.
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		o.Progress = cmd.ErrOrStderr()
@@ -53,7 +53,12 @@ func backupCommand() *cobra.Command {
 		Long: `Write a consistent snapshot of the database (VACUUM INTO on a connection of its
 own, so a running server keeps serving) and every file it references to one tar
 archive, gzip-compressed when FILE ends in .gz or .tgz, with a manifest of counts
-and SHA-256 checksums. Progress is shown when stderr is a terminal.`,
+and SHA-256 checksums. Progress is shown when stderr is a terminal.
+
+On PostgreSQL the snapshot is pg_dump's custom format (entry imserver.pgdump; a
+repeatable-read snapshot, so nodes keep serving, and the files archived are the
+ones it names). pg_dump is looked for on PATH, then in pg_config --bindir; it
+must be of the server's major version or newer.`,
 		Args:         cobra.ExactArgs(1),
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -61,8 +66,10 @@ and SHA-256 checksums. Progress is shown when stderr is a terminal.`,
 			if err != nil {
 				return err
 			}
-			if _, err := os.Stat(o.DB); err != nil {
-				return fmt.Errorf("database %s: %w", o.DB, err)
+			if !isPostgres(o.DB) {
+				if _, err := os.Stat(o.DB); err != nil {
+					return fmt.Errorf("database %s: %w", o.DB, err)
+				}
 			}
 			m, err := backup.Create(cmd.Context(), args[0], o)
 			if err != nil {
@@ -88,7 +95,11 @@ func restoreCommand() *cobra.Command {
 		Long: `Unpack a backup made by "imserver backup" into the database and files directory
 that the config (or --db and --files-dir) names. Every entry is checked against the
 manifest's checksums before anything is moved into place; a damaged archive
-changes nothing. Existing data is only replaced with --force.`,
+changes nothing. Existing data is only replaced with --force.
+
+On PostgreSQL the dump is loaded with pg_restore in one transaction into the
+database of the URL (create it first; --force drops the dump's objects first),
+then the files are moved into files.dir. Stop every node first.`,
 		Args:         cobra.ExactArgs(1),
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -100,7 +111,11 @@ changes nothing. Existing data is only replaced with --force.`,
 			if err != nil {
 				return err
 			}
-			summary(cmd.OutOrStdout(), "restored "+o.DB+" and "+o.FilesDir, m)
+			what := "restored " + displayDB(o.DB)
+			if o.FilesDir != "" {
+				what += " and " + o.FilesDir
+			}
+			summary(cmd.OutOrStdout(), what, m)
 			return nil
 		},
 	}

@@ -88,17 +88,18 @@ func (p *proc) allMessages(t *testing.T, token, conv string) []backupMsg {
 	}
 }
 
-// TestBackupUnderLoadAndRestore backs up a server that takes sends with
-// attachments meanwhile, restores the archive into a new directory, and
-// checks that a server started on it serves every message the manifest
-// counts, equal to the original's, with the same file bytes. A damaged
-// archive restores nothing; existing data is kept without --force.
-func TestBackupUnderLoadAndRestore(t *testing.T) {
-	dir := t.TempDir()
-	db := filepath.Join(dir, "orig", "im.db")
-	os.MkdirAll(filepath.Dir(db), 0o750)
-	cfg := writeConfig(t, dir, "limits:\n  send_rate: 100000\n  send_burst: 100000\n")
-	orig := startServer(t, db, cfg)
+// backupSource is a server with two users, a direct conversation between
+// them and messages with files in it: what the backup tests back up.
+type backupSource struct {
+	orig       *proc
+	alice, bob string // tokens
+	conv       string
+}
+
+// newBackupSource registers alice and bob on orig and sends n messages,
+// each with a file of its own.
+func newBackupSource(t *testing.T, orig *proc, n int) *backupSource {
+	t.Helper()
 	var alice, bob struct {
 		Token string `json:"token"`
 		User  struct {
@@ -113,18 +114,26 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 		} `json:"conversation"`
 	}
 	orig.do(t, "POST", "/api/v1/conversations/direct", alice.Token, map[string]string{"user_id": bob.User.ID}, &d)
-	conv := d.Conversation.ID
-	send := func(id string, files ...string) {
-		if code := orig.do(t, "POST", "/api/v1/conversations/"+conv+"/messages", alice.Token,
-			map[string]any{"client_msg_id": id, "body": "message " + id, "attachments": files}, nil); code != http.StatusCreated {
-			t.Errorf("send %s: %d", id, code)
-		}
+	s := &backupSource{orig: orig, alice: alice.Token, bob: bob.Token, conv: d.Conversation.ID}
+	for i := range n {
+		f := orig.upload(t, s.alice, fmt.Sprintf("f%d.bin", i), bytes.Repeat([]byte{byte(i), 1, 2, 3}, 1000*(i+1)))
+		s.send(t, fmt.Sprint("before-", i), f.ID)
 	}
-	for i := range 5 {
-		f := orig.upload(t, alice.Token, fmt.Sprintf("f%d.bin", i), bytes.Repeat([]byte{byte(i), 1, 2, 3}, 1000*(i+1)))
-		send(fmt.Sprint("before-", i), f.ID)
-	}
+	return s
+}
 
+func (s *backupSource) send(t *testing.T, id string, files ...string) {
+	if code := s.orig.do(t, "POST", "/api/v1/conversations/"+s.conv+"/messages", s.alice,
+		map[string]any{"client_msg_id": id, "body": "message " + id, "attachments": files}, nil); code != http.StatusCreated {
+		t.Errorf("send %s: %d", id, code)
+	}
+}
+
+// underLoad runs backup while three senders send (every fifth message
+// with a new file), once they have sent 50, and returns its output and
+// how many were sent in all.
+func (s *backupSource) underLoad(t *testing.T, backup func() ([]byte, error)) ([]byte, int64) {
+	t.Helper()
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var sent atomic.Int64
@@ -135,10 +144,10 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 			for i := 0; !stop.Load(); i++ {
 				id := fmt.Sprintf("load-%d-%d", w, i)
 				if i%5 == 0 {
-					f := orig.upload(t, alice.Token, id+".bin", []byte("attached to "+id))
-					send(id, f.ID)
+					f := s.orig.upload(t, s.alice, id+".bin", []byte("attached to "+id))
+					s.send(t, id, f.ID)
 				} else {
-					send(id)
+					s.send(t, id)
 				}
 				sent.Add(1)
 			}
@@ -147,13 +156,61 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 	for sent.Load() < 50 { // let the load get going
 		time.Sleep(5 * time.Millisecond)
 	}
-	archive := filepath.Join(dir, "backup.tar.gz")
-	out, err := exec.Command(serverBin, "backup", "--db", db, archive).CombinedOutput()
+	out, err := backup()
 	stop.Store(true)
 	wg.Wait()
 	if err != nil {
 		t.Fatalf("backup: %v\n%s", err, out)
 	}
+	return out, sent.Load()
+}
+
+// checkRestored compares restored with the source as bob sees them: the
+// manifest's count of messages, each message and each attached file's
+// bytes; it returns the messages and how many attachments they hold.
+func (s *backupSource) checkRestored(t *testing.T, restored *proc, m backup.Manifest) (got []backupMsg, token string, files int) {
+	t.Helper()
+	var login struct {
+		Token string `json:"token"`
+	}
+	restored.do(t, "POST", "/api/v1/auth/login", "", map[string]string{"username": "bob", "password": "password123"}, &login)
+	got = restored.allMessages(t, login.Token, s.conv)
+	want := s.orig.allMessages(t, s.bob, s.conv)
+	if int64(len(got)) != m.Messages {
+		t.Fatalf("restored server has %d messages, the manifest %d", len(got), m.Messages)
+	}
+	for i, g := range got {
+		gj, _ := json.Marshal(g)
+		wj, _ := json.Marshal(want[i])
+		if !bytes.Equal(gj, wj) {
+			t.Fatalf("message %d differs:\nrestored %s\noriginal %s", g.Seq, gj, wj)
+		}
+		for _, a := range g.Attachments {
+			if !bytes.Equal(restored.fileBytes(t, login.Token, a.ID), s.orig.fileBytes(t, s.bob, a.ID)) {
+				t.Fatalf("file %s differs", a.ID)
+			}
+			files++
+		}
+	}
+	return got, login.Token, files
+}
+
+// TestBackupUnderLoadAndRestore backs up a server that takes sends with
+// attachments meanwhile, restores the archive into a new directory, and
+// checks that a server started on it serves every message the manifest
+// counts, equal to the original's, with the same file bytes. A damaged
+// archive restores nothing; existing data is kept without --force.
+func TestBackupUnderLoadAndRestore(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "orig", "im.db")
+	os.MkdirAll(filepath.Dir(db), 0o750)
+	cfg := writeConfig(t, dir, "limits:\n  send_rate: 100000\n  send_burst: 100000\n")
+	orig := startServer(t, db, cfg)
+	src := newBackupSource(t, orig, 5)
+	archive := filepath.Join(dir, "backup.tar.gz")
+	out, sent := src.underLoad(t, func() ([]byte, error) {
+		return exec.Command(serverBin, "backup", "--db", db, archive).CombinedOutput()
+	})
 	if strings.Contains(string(out), "MiB of") {
 		t.Errorf("progress was printed without a terminal: %s", out)
 	}
@@ -161,7 +218,7 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 	if m.Messages < 5 || m.Users != 2 || m.Conversations != 1 || m.Schema == 0 || m.Version == "" {
 		t.Fatalf("manifest: %+v", m)
 	}
-	t.Logf("backed up %d messages and %d files while %d more were sent", m.Messages, m.Files, sent.Load())
+	t.Logf("backed up %d messages and %d files while %d more were sent", m.Messages, m.Files, sent)
 
 	// A damaged archive restores nothing.
 	bad := filepath.Join(dir, "bad.tar.gz")
@@ -185,30 +242,7 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 	}
 
 	restored := startServer(t, target, cfg)
-	var login struct {
-		Token string `json:"token"`
-	}
-	restored.do(t, "POST", "/api/v1/auth/login", "", map[string]string{"username": "bob", "password": "password123"}, &login)
-	got := restored.allMessages(t, login.Token, conv)
-	want := orig.allMessages(t, bob.Token, conv)
-	if int64(len(got)) != m.Messages {
-		t.Fatalf("restored server has %d messages, the manifest %d", len(got), m.Messages)
-	}
-	files := 0
-	for i, g := range got {
-		w := want[i]
-		gj, _ := json.Marshal(g)
-		wj, _ := json.Marshal(w)
-		if !bytes.Equal(gj, wj) {
-			t.Fatalf("message %d differs:\nrestored %s\noriginal %s", g.Seq, gj, wj)
-		}
-		for _, a := range g.Attachments {
-			if !bytes.Equal(restored.fileBytes(t, login.Token, a.ID), orig.fileBytes(t, bob.Token, a.ID)) {
-				t.Fatalf("file %s differs", a.ID)
-			}
-			files++
-		}
-	}
+	_, _, files := src.checkRestored(t, restored, m)
 	// Each of the 3 loaders may have had one upload in the snapshot whose
 	// message was not sent yet: the manifest counts it, no message shows it.
 	if int64(files) > m.Files || m.Files-int64(files) > 3 {
@@ -276,7 +310,7 @@ func damage(t *testing.T, archive, dst string) {
 			t.Fatal(err)
 		}
 		b, _ := io.ReadAll(tr)
-		if h.Name == "imserver.db" {
+		if h.Name == "imserver.db" || h.Name == "imserver.pgdump" {
 			b[len(b)/2] ^= 0xff
 		}
 		tw.WriteHeader(h)

@@ -80,6 +80,12 @@ type Config struct {
 		// PipelinedSync: with FULL, the WAL is fsynced beside the writer
 		// (the next batch runs meanwhile) instead of inside COMMIT.
 		PipelinedSync bool `yaml:"pipelined_sync"`
+		// SearchIndexBatch and SearchIndexPause pace the background
+		// indexing of the messages stored before an upgrade: documents
+		// per write transaction, and the writer's free time between two
+		// (0: the store's defaults).
+		SearchIndexBatch int           `yaml:"search_index_batch"`
+		SearchIndexPause time.Duration `yaml:"search_index_pause"`
 	} `yaml:"sqlite"`
 	// Postgres tunes the PostgreSQL store, used when db is a postgres:// URL.
 	Postgres struct {
@@ -379,6 +385,9 @@ func (c *Config) validate() error {
 	}
 	if c.Postgres.BatchSize < 1 || c.Postgres.MaxConns < 2 || c.Postgres.BatchTimeout <= 0 {
 		return fmt.Errorf("postgres: batch_size must be >= 1, max_conns >= 2 (the writer holds one) and batch_timeout positive")
+	}
+	if c.SQLite.SearchIndexBatch < 0 {
+		return fmt.Errorf("sqlite.search_index_batch must be >= 0 (0 for the default), not %d", c.SQLite.SearchIndexBatch)
 	}
 	if c.Retention.Days < 0 {
 		return fmt.Errorf("retention.days must be >= 0 (0 keeps messages forever), not %d", c.Retention.Days)

@@ -12,21 +12,26 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// stormExchange is how often a node sends the storm-window events it
+// counted to Redis and reads back every process's counts.
+const stormExchange = 50 * time.Millisecond
+
 // stormWindow returns the window that counts group messages for storm
 // mode: exact in process, kept to threshold+1 timestamps per group. With
-// Redis it is the shared sorted-set window, falling back to the in-process
-// one while Redis fails, so that a dead Redis degrades detection to
-// per-process counts instead of failing sends.
+// Redis it is shared: each node counts its own messages at once and
+// exchanges counts with the others through Redis every stormExchange
+// (seq.SharedWindow), instead of a script call per send; while Redis fails
+// it counts this node's messages only, so that a dead Redis degrades
+// detection to per-process counts instead of failing sends.
 func stormWindow(cfg Config, rdb redis.UniversalClient, log *slog.Logger, metrics *server.Metrics) chat.StormWindow {
 	if cfg.Storm.Threshold <= 0 {
 		return nil // storm mode off
 	}
-	local := seq.NewLocalWindow(cfg.Storm.Window, cfg.Storm.Threshold+1)
 	if rdb == nil {
-		return local
+		return seq.NewLocalWindow(cfg.Storm.Window, cfg.Storm.Threshold+1)
 	}
 	shared := seq.NewRedisWindow(rdb, cfg.Storm.KeyPrefix, cfg.Storm.Window, cfg.Storm.Threshold+1, cfg.Storm.KeyTTL)
-	return seq.NewFallbackWindow(shared, local, func(err error) {
+	return seq.NewSharedWindow(shared, stormExchange, func(err error) {
 		log.Warn("storm window: Redis failed, counting in this process", "err", err)
 		metrics.WindowFallback(err)
 	})

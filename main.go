@@ -109,6 +109,9 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		deliver = bus
 	}
 	window := stormWindow(cfg, rdb, log, metrics)
+	if c, ok := window.(interface{ Close() }); ok {
+		defer c.Close() // its last exchange, before Redis closes
+	}
 	events := eventQueue(cfg, rdb)
 	metrics.WatchEventQueue(events)
 	var svc *chat.Service

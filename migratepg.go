@@ -128,8 +128,9 @@ func migrateToPostgres(ctx context.Context, from, to string, out io.Writer) erro
 				continue
 			}
 			// A column the target lacks may only be empty (or derived:
-			// the search index's document numbers).
-			if table == "messages" && c == "doc" {
+			// the search index's document numbers, the arrival order of
+			// SQLite's rows).
+			if table == "messages" && (c == "doc" || c == "id") {
 				continue
 			}
 			var n int64

@@ -42,7 +42,10 @@ type Manifest struct {
 	Conversations int64     `json:"conversations"`
 	Messages      int64     `json:"messages"`
 	Files         int64     `json:"files"`
-	Entries       []Entry   `json:"entries"`
+	// Store is "postgres" for an archive of a PostgreSQL database (a
+	// pg_dump in custom format), empty for SQLite.
+	Store   string  `json:"store,omitempty"`
+	Entries []Entry `json:"entries"`
 	// Missing are contents the snapshot names that were gone from disk
 	// when they were copied (deleted meanwhile).
 	Missing []string `json:"missing,omitempty"`
@@ -59,7 +62,7 @@ const manifestFormat = 1
 
 // Options say what to back up or restore.
 type Options struct {
-	DB       string // database file
+	DB       string // database file, or a PostgreSQL URL
 	FilesDir string // files directory
 	Version  string // imserver's version, recorded in the manifest
 	// Progress, when set, receives a progress line now and then (a
@@ -71,6 +74,9 @@ type Options struct {
 // archive path (gzip-compressed when it ends in .gz or .tgz). The archive
 // appears under its name only once complete.
 func Create(ctx context.Context, path string, o Options) (Manifest, error) {
+	if IsPostgres(o.DB) {
+		return createPostgres(ctx, path, o)
+	}
 	m := Manifest{Format: manifestFormat, Version: o.Version, CreatedAt: time.Now().UTC()}
 	work, err := os.MkdirTemp(filepath.Dir(path), ".imserver-backup-*")
 	if err != nil {
@@ -86,13 +92,19 @@ func Create(ctx context.Context, path string, o Options) (Manifest, error) {
 		return m, err
 	}
 	m.Schema, m.Users, m.Conversations, m.Messages, m.Files = info.Schema, info.Users, info.Conversations, info.Messages, info.Files
+	return writeArchive(ctx, path, o, m, dbEntry, snap, info.Hashes)
+}
 
+// writeArchive writes the database snapshot db (as entry dbName), the files
+// named by hashes and the manifest to path, under its name only once
+// complete.
+func writeArchive(ctx context.Context, path string, o Options, m Manifest, dbName, snap string, hashes []string) (Manifest, error) {
 	// What will be copied, for the progress line.
 	var total int64
 	if st, err := os.Stat(snap); err == nil {
 		total += st.Size()
 	}
-	for _, h := range info.Hashes {
+	for _, h := range hashes {
 		if st, err := os.Stat(files.BlobPath(o.FilesDir, h)); err == nil {
 			total += st.Size()
 		}
@@ -140,10 +152,13 @@ func Create(ctx context.Context, path string, o Options) (Manifest, error) {
 		m.Entries = append(m.Entries, Entry{Name: name, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))})
 		return true, nil
 	}
-	if _, err := add(dbEntry, snap); err != nil {
+	if _, err := add(dbName, snap); err != nil {
 		return m, err
 	}
-	for _, h := range info.Hashes {
+	if len(hashes) > 0 && o.FilesDir == "" {
+		return m, fmt.Errorf("the database names %d stored files but no files directory is set (files.dir or --files-dir)", len(hashes))
+	}
+	for _, h := range hashes {
 		if err := ctx.Err(); err != nil {
 			return m, err
 		}

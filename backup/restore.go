@@ -16,7 +16,6 @@ import (
 	"strings"
 
 	"github.com/imserver/imserver/files"
-	"github.com/imserver/imserver/storage"
 )
 
 // ErrNotEmpty refuses to restore over existing data without force.
@@ -30,13 +29,37 @@ var ErrNotEmpty = errors.New("the data directory is not empty (the database or t
 // only with force. Stop the server first.
 func Restore(ctx context.Context, path string, o Options, force bool) (Manifest, error) {
 	var m Manifest
-	if !force && hasData(o) {
-		return m, ErrNotEmpty
+	pg := IsPostgres(o.DB)
+	if pg {
+		// Before reading a big archive: can it be restored at all?
+		if _, err := pgTool("pg_restore"); err != nil {
+			return m, err
+		}
 	}
-	if err := os.MkdirAll(filepath.Dir(o.DB), 0o750); err != nil {
-		return m, err
+	if !force {
+		has, err := hasData(ctx, o)
+		if err != nil {
+			return m, err
+		}
+		if has {
+			return m, ErrNotEmpty
+		}
 	}
-	stage, err := os.MkdirTemp(filepath.Dir(o.DB), ".imserver-restore-*")
+	// The staging directory is beside where the files go, so that they
+	// are renamed into place.
+	near := filepath.Dir(o.DB)
+	if pg {
+		near = ""
+		if o.FilesDir != "" {
+			near = filepath.Dir(o.FilesDir)
+		}
+	}
+	if near != "" {
+		if err := os.MkdirAll(near, 0o750); err != nil {
+			return m, err
+		}
+	}
+	stage, err := os.MkdirTemp(near, ".imserver-restore-*")
 	if err != nil {
 		return m, err
 	}
@@ -104,10 +127,25 @@ func Restore(ctx context.Context, path string, o Options, force bool) (Manifest,
 	if err := json.Unmarshal(manifest, &m); err != nil {
 		return m, corrupt(fmt.Errorf("manifest: %w", err))
 	}
+	if err := errWrongStore(m, o); err != nil {
+		return m, err
+	}
 	if err := check(m, got); err != nil {
 		return m, err
 	}
-	if err := place(stage, o, force); err != nil {
+	if pg {
+		if o.FilesDir == "" && m.Files > 0 {
+			return m, fmt.Errorf("the archive holds %d files but no files directory is set (files.dir or --files-dir): nothing was restored", m.Files)
+		}
+		if err := restorePostgres(ctx, filepath.Join(stage, pgDumpEntry), o, force); err != nil {
+			return m, err
+		}
+		if o.FilesDir != "" {
+			if err := placeFiles(stage, o, force); err != nil {
+				return m, fmt.Errorf("the database is restored, the files are not: %w", err)
+			}
+		}
+	} else if err := place(stage, o, force); err != nil {
 		return m, err
 	}
 	p.done()
@@ -119,22 +157,29 @@ func corrupt(err error) error {
 }
 
 // hasData reports whether the target holds a database or any file.
-func hasData(o Options) bool {
-	for _, p := range []string{o.DB, o.DB + "-wal"} {
-		if _, err := os.Stat(p); err == nil {
-			return true
+func hasData(ctx context.Context, o Options) (bool, error) {
+	if o.FilesDir != "" {
+		if ents, err := os.ReadDir(o.FilesDir); err == nil && len(ents) > 0 {
+			return true, nil
 		}
 	}
-	ents, err := os.ReadDir(o.FilesDir)
-	return err == nil && len(ents) > 0
+	if IsPostgres(o.DB) {
+		return pgHasData(ctx, o.DB)
+	}
+	for _, p := range []string{o.DB, o.DB + "-wal"} {
+		if _, err := os.Stat(p); err == nil {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // stagePath maps an entry name to its place in the staging directory,
 // refusing anything but the names a backup writes (no "..", no absolute
 // paths).
 func stagePath(stage, name string) (string, bool) {
-	if name == dbEntry {
-		return filepath.Join(stage, dbEntry), true
+	if name == dbEntry || name == pgDumpEntry {
+		return filepath.Join(stage, name), true
 	}
 	rest, ok := strings.CutPrefix(name, filesPrefix)
 	if !ok {
@@ -173,8 +218,8 @@ func check(m Manifest, got map[string]Entry) error {
 	if m.Format != manifestFormat {
 		return fmt.Errorf("backup format %d: this imserver reads format %d", m.Format, manifestFormat)
 	}
-	if m.Schema > storage.KnownSchema() {
-		return fmt.Errorf("the backup's schema version is %d, newer than this imserver's (%d): restore it with imserver %s or later", m.Schema, storage.KnownSchema(), m.Version)
+	if known := knownSchema(m); m.Schema > known {
+		return fmt.Errorf("the backup's schema version is %d, newer than this imserver's (%d): restore it with imserver %s or later", m.Schema, known, m.Version)
 	}
 	listed := map[string]bool{}
 	for _, e := range m.Entries {
@@ -195,7 +240,11 @@ func check(m Manifest, got map[string]Entry) error {
 			return corrupt(fmt.Errorf("%s is not listed in the manifest", name))
 		}
 	}
-	if !listed[dbEntry] {
+	want := dbEntry
+	if m.Store == storePostgres {
+		want = pgDumpEntry
+	}
+	if !listed[want] {
 		return corrupt(errors.New("no database in the archive"))
 	}
 	return nil
@@ -210,6 +259,16 @@ func place(stage string, o Options, force bool) error {
 				return err
 			}
 		}
+	}
+	if err := placeFiles(stage, o, force); err != nil {
+		return err
+	}
+	return os.Rename(filepath.Join(stage, dbEntry), o.DB)
+}
+
+// placeFiles moves the staged files directory into place.
+func placeFiles(stage string, o Options, force bool) error {
+	if force {
 		if err := os.RemoveAll(o.FilesDir); err != nil {
 			return err
 		}
@@ -224,5 +283,5 @@ func place(stage string, o Options, force bool) error {
 	if err := os.Rename(staged, o.FilesDir); err != nil {
 		return fmt.Errorf("moving the files into place (the files directory must be on the database's file system): %w", err)
 	}
-	return os.Rename(filepath.Join(stage, dbEntry), o.DB)
+	return nil
 }

@@ -39,6 +39,10 @@ type Options struct {
 	Sizes        Sizes
 	RateSet      bool // Sizes.Rate was given (0 then means flat out, not the default)
 	BodySize     int
+	// Body is what fills a body after its timestamp: "pad" (one 'x' word,
+	// the default: every message shares its words) or "words" (a Zipf
+	// draw from a vocabulary, as people write).
+	Body string
 	// Mix is the kinds of the sends: "team" mixes in reactions, edits and
 	// deletes (the mixed scenario's default), "none" sends text only.
 	Mix      string
@@ -138,6 +142,7 @@ command fails if any of them is off.`,
 	f.Float64Var(&o.Sizes.Rate, "rate", 0, "messages/s over all senders; 0 = flat out (default flat out; mixed: 2000)")
 	f.DurationVar(&o.Sizes.Duration, "duration", 0, "stop sending after this long (mixed: default 10s)")
 	f.IntVar(&o.BodySize, "body-size", 64, "message body bytes")
+	f.StringVar(&o.Body, "body", "pad", "pad: the body's timestamp padded with x (every body shares its words); words: followed by words drawn from a 4,000-word vocabulary by Zipf's law, as people write")
 	f.StringVar(&o.Mix, "mix", "", "team: 10% reactions, 3% edits, 1% deletes among the sends, checked folded at the end (default in mixed); none: text only")
 	f.IntVar(&o.Inflight, "inflight", 100, "unanswered sends allowed per sender")
 	f.StringVar(&o.SQLiteSync, "sqlite-sync", "FULL", "FULL|NORMAL: sqlite.synchronous of the embedded server")
@@ -166,6 +171,13 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	}
 	if o.Inflight <= 0 {
 		o.Inflight = 100
+	}
+	switch o.Body {
+	case "":
+		o.Body = "pad"
+	case "pad", "words":
+	default:
+		return nil, fmt.Errorf("bench: --body %q: want pad or words", o.Body)
 	}
 	switch o.Mix {
 	case "", "team", "none":
@@ -273,7 +285,7 @@ func runScenario(ctx context.Context, o Options, sc *scenario) *Result {
 	if !o.InflightSet && sc.inflight > 0 {
 		o.Inflight = sc.inflight
 	}
-	res := &Result{Scenario: sc.name, Sizes: sz, BodySize: o.BodySize, Inflight: o.Inflight}
+	res := &Result{Scenario: sc.name, Sizes: sz, BodySize: o.BodySize, Body: o.Body, Inflight: o.Inflight}
 	pid := o.ServerPID
 	urls := strings.Split(o.URL, ",")
 	base := urls[0]

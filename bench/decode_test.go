@@ -127,7 +127,7 @@ func benchBatchFrame() []byte {
 			b = append(b, ',')
 		}
 		b = fmt.Appendf(b, `{"conv":"01JD3Q8ZK2V7N5M4X9R6T1Y0WB","seq":%d,"from":"01JD3Q7YH4P2B8C6D0E3F5G7HJ","client_msg_id":"17-%d","kind":"text","body":"`, 1000+i, 500+i)
-		b = appendBody(b, 12345678901*time.Nanosecond, 64)
+		b = appendBody(b, 12345678901*time.Nanosecond, bodySpec{size: 64})
 		b = append(b, `","ts":1732240000000}`...)
 	}
 	return append(b, `]}`...)

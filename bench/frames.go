@@ -31,17 +31,28 @@ func (m *wireMessage) view() message {
 
 // The bench puts the send time in the body so that the latency of every
 // delivery can be measured without a shared map: "bench:<ns since the run's
-// epoch>:" followed by padding up to --body-size.
+// epoch>:" followed by padding up to --body-size (--body pad), or by words
+// (--body words, see bodyWords).
 const bodyPrefix = "bench:"
 
+// bodySpec is the shape of the bench's bodies.
+type bodySpec struct {
+	size  int  // bytes, at least
+	words bool // words of a vocabulary rather than 'x' padding
+}
+
 // appendBody appends the body of a message sent at sent. It holds only
-// letters, digits and ':', so it needs no escaping inside a JSON string.
-func appendBody(b []byte, sent time.Duration, size int) []byte {
+// letters, digits, spaces and ':', so it needs no escaping inside a JSON
+// string; the same sent gives the same body.
+func appendBody(b []byte, sent time.Duration, spec bodySpec) []byte {
 	start := len(b)
 	b = append(b, bodyPrefix...)
 	b = strconv.AppendInt(b, int64(sent), 10)
 	b = append(b, ':')
-	for len(b)-start < size {
+	if spec.words {
+		return appendWords(b, start, sent, spec.size)
+	}
+	for len(b)-start < spec.size {
 		b = append(b, 'x')
 	}
 	return b
@@ -72,7 +83,7 @@ func appendCmid(b []byte, prefix string, n int) []byte {
 // frame. The client_msg_id (also the req) and the body are plain ASCII made
 // by the bench and need no escaping; the conversation id is the server's and
 // comes quoted (convJSON).
-func appendSendFrame(b []byte, convJSON []byte, cmidPrefix string, n int, sent time.Duration, bodySize int) []byte {
+func appendSendFrame(b []byte, convJSON []byte, cmidPrefix string, n int, sent time.Duration, body bodySpec) []byte {
 	b = append(b, `{"type":"send","req":"`...)
 	b = appendCmid(b, cmidPrefix, n)
 	b = append(b, `","conv":`...)
@@ -80,7 +91,7 @@ func appendSendFrame(b []byte, convJSON []byte, cmidPrefix string, n int, sent t
 	b = append(b, `,"client_msg_id":"`...)
 	b = appendCmid(b, cmidPrefix, n)
 	b = append(b, `","body":"`...)
-	b = appendBody(b, sent, bodySize)
+	b = appendBody(b, sent, body)
 	return append(b, `"}`...)
 }
 

@@ -2,13 +2,14 @@ package bench
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
 
 func TestBodyCarriesSendTime(t *testing.T) {
 	at := 1234567 * time.Microsecond
-	b := appendBody(nil, at, 100)
+	b := appendBody(nil, at, bodySpec{size: 100})
 	if len(b) != 100 {
 		t.Errorf("body length %d, want 100", len(b))
 	}
@@ -22,7 +23,7 @@ func TestBodyCarriesSendTime(t *testing.T) {
 }
 
 func TestSendFrameIsJSON(t *testing.T) {
-	b := appendSendFrame(nil, quoteJSON(`c"1\`), "3-", 7, time.Second, 10)
+	b := appendSendFrame(nil, quoteJSON(`c"1\`), "3-", 7, time.Second, bodySpec{size: 10})
 	var f struct {
 		Type, Req, Conv, Body string
 		ClientMsgID           string `json:"client_msg_id"`
@@ -73,5 +74,44 @@ func TestDurationAloneBoundsSend(t *testing.T) {
 	o := Options{Sizes: Sizes{Duration: 5 * time.Second, Rate: 1000}, RateSet: true}
 	if got := o.sizesFor(sendScenario); got.Messages != 0 || got.Duration != 5*time.Second || got.Rate != 1000 {
 		t.Errorf("send with --duration 5s --rate 1000: %+v", got)
+	}
+}
+
+// TestWordsBody: a words body carries its send time, is rebuilt the same
+// from it, differs between send times, holds only what needs no JSON
+// escaping, and draws common words often and rare words seldom.
+func TestWordsBody(t *testing.T) {
+	spec := bodySpec{size: 64, words: true}
+	at := 1234567 * time.Microsecond
+	b := appendBody(nil, at, spec)
+	if got, ok := bodySentAt(b); !ok || got != at {
+		t.Fatalf("bodySentAt(%q) = %v, %v", b, got, ok)
+	}
+	if len(b) < 64 || len(b) > 64+20 {
+		t.Errorf("body of %d bytes, want about 64: %q", len(b), b)
+	}
+	if again := appendBody(nil, at, spec); string(again) != string(b) {
+		t.Errorf("rebuilt %q, first %q", again, b)
+	}
+	if other := appendBody(nil, at+1, spec); string(other) == string(b) {
+		t.Errorf("two send times, one body %q", b)
+	}
+	for _, c := range b {
+		if !(c == ' ' || c == ':' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z') {
+			t.Fatalf("body %q holds %q", b, c)
+		}
+	}
+	counts := map[string]int{}
+	for i := range 2000 {
+		body := appendBody(nil, time.Duration(i), spec)
+		for _, w := range strings.Fields(string(body[strings.LastIndexByte(string(body), ':')+1:])) {
+			counts[w]++
+		}
+	}
+	if top := counts[vocab[0]]; top < 500 {
+		t.Errorf("the most frequent word is in %d of 2000 bodies' words", top)
+	}
+	if len(counts) < 1000 {
+		t.Errorf("%d distinct words in 2000 bodies, want a long tail", len(counts))
 	}
 }

@@ -27,12 +27,15 @@ func TestSeveralURLs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ws, other atomic.Int64
+	var ws, metrics, other atomic.Int64
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/api/v1/ws" {
+		switch r.URL.Path {
+		case "/api/v1/ws":
 			ws.Add(1)
-		} else {
+		case "/metrics":
+			metrics.Add(1)
+		default:
 			other.Add(1)
 		}
 		proxy.ServeHTTP(w, r)
@@ -48,10 +51,14 @@ func TestSeveralURLs(t *testing.T) {
 	if err := cmd.ExecuteContext(ctx); err != nil {
 		t.Fatalf("bench: %v\nstderr: %s\nstdout: %s", err, errOut.String(), out.String())
 	}
-	// 4 sessions, every second one through the proxy; setup and /metrics
-	// go to the first URL.
-	if ws.Load() != 2 || other.Load() != 0 {
-		t.Errorf("the second node got %d WebSocket sessions and %d other requests; want 2 and 0", ws.Load(), other.Load())
+	// 4 sessions, every second one through the proxy; setup goes to the
+	// first URL; every node's /metrics is read at the start and the end
+	// of the measured phase, for its CPU per message.
+	if ws.Load() != 2 || other.Load() != 0 || metrics.Load() != 2 {
+		t.Errorf("the second node got %d WebSocket sessions, %d /metrics reads and %d other requests; want 2, 2 and 0", ws.Load(), metrics.Load(), other.Load())
+	}
+	if !bytes.Contains(out.Bytes(), []byte("cpu µs/msg nodes")) {
+		t.Errorf("no per-node CPU in the report:\n%s", out.String())
 	}
 }
 

@@ -17,6 +17,7 @@ type Result struct {
 	SQLite   string  `json:"sqlite_sync"` // as configured for an embedded server; "" when unknown
 	Sizes    Sizes   `json:"sizes"`
 	BodySize int     `json:"body_size"`
+	Body     string  `json:"body"`
 	SetupSec float64 `json:"setup_seconds"`
 	RunSec   float64 `json:"run_seconds"` // first send to last delivery (or the measured phase)
 
@@ -47,6 +48,9 @@ type Result struct {
 	ServerReadsPerMsg  float64 `json:"server_reads_per_msg,omitempty"`
 	ServerCoreShare    float64 `json:"server_core_share,omitempty"` // CPU time / wall / cores
 	ClientCoreShare    float64 `json:"bench_core_share,omitempty"`
+	// NodesCPUPerMsgUS is each node's CPU per durable send (--url a,b,c),
+	// from its /metrics: where a cluster's cost per message goes.
+	NodesCPUPerMsgUS []float64 `json:"nodes_cpu_us_per_msg,omitempty"`
 
 	Resyncs     int64 `json:"resyncs"`
 	Storms      int64 `json:"storms"`
@@ -215,6 +219,17 @@ func writeTable(w io.Writer, rep *Report) {
 	})
 	row("cpu µs/msg server/bench", func(r *Result) string {
 		return nz(r.ServerCPUPerMsgUS, fmt.Sprintf("%.1f / %.1f", r.ServerCPUPerMsgUS, r.ClientCPUPerMsgUS))
+	})
+	row("cpu µs/msg nodes (sum: each)", func(r *Result) string {
+		if len(r.NodesCPUPerMsgUS) == 0 {
+			return ""
+		}
+		sum, each := 0.0, make([]string, len(r.NodesCPUPerMsgUS))
+		for i, v := range r.NodesCPUPerMsgUS {
+			sum += v
+			each[i] = fmt.Sprintf("%.1f", v)
+		}
+		return fmt.Sprintf("%.1f: %s", sum, strings.Join(each, " / "))
 	})
 	row("core share server/bench", func(r *Result) string {
 		return nz(r.ServerCoreShare, fmt.Sprintf("%.0f%% / %.0f%%", 100*r.ServerCoreShare, 100*r.ClientCoreShare))

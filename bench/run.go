@@ -214,7 +214,7 @@ func (r *run) sendLoop(ctx context.Context, s *session, n int, p sendPlan, start
 			(interval == 0 || due(k+len(batch)) <= now) && s.tryAcquire() {
 			batch = append(batch, pick(k+len(batch)))
 		}
-		if err := s.sendBatch(batch, r.opts.BodySize); err != nil {
+		if err := s.sendBatch(batch, r.opts.body()); err != nil {
 			return
 		}
 		k += len(batch)

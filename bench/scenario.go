@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"strings"
 	"time"
@@ -49,6 +50,7 @@ type measure struct {
 	ok        bool
 	start     time.Time
 	proc      procSample // the server process, when its PID is known
+	nodesCPU  []float64  // each node's CPU seconds, with several nodes (NaN: unknown)
 }
 
 func (r *run) beginMeasure(ctx context.Context) {
@@ -58,6 +60,9 @@ func (r *run) beginMeasure(ctx context.Context) {
 	}
 	if sm, err := r.api.scrapeMetrics(ctx); err == nil {
 		m.serverCPU, m.ok = sm["process_cpu_seconds_total"]
+	}
+	if len(r.nodes) > 1 {
+		m.nodesCPU = r.nodesCPU(ctx)
 	}
 	r.meas = m
 }
@@ -114,6 +119,31 @@ func (r *run) finish(res *Result) {
 		}
 	}
 	r.finishProc(res)
+	if len(m.nodesCPU) > 0 && res.Sent > 0 {
+		end := r.nodesCPU(ctx)
+		for i, v := range end {
+			if math.IsNaN(v) || math.IsNaN(m.nodesCPU[i]) {
+				res.NodesCPUPerMsgUS = nil
+				break
+			}
+			res.NodesCPUPerMsgUS = append(res.NodesCPUPerMsgUS, (v-m.nodesCPU[i])/float64(res.Sent)*1e6)
+		}
+	}
+}
+
+// nodesCPU reads every node's process_cpu_seconds_total (NaN where it
+// cannot).
+func (r *run) nodesCPU(ctx context.Context) []float64 {
+	out := make([]float64, len(r.nodes))
+	for i, n := range r.nodes {
+		out[i] = math.NaN()
+		if sm, err := n.scrapeMetrics(ctx); err == nil {
+			if v, ok := sm["process_cpu_seconds_total"]; ok {
+				out[i] = v
+			}
+		}
+	}
+	return out
 }
 
 // finishProc fills the per-message figures of the server process, read

@@ -344,7 +344,7 @@ func (s *session) tryAcquire() bool {
 // allows (see cork.Conn): a sender whose window freed k slots at once puts
 // its k sends in one syscall instead of k. Only the sending goroutine of
 // the session calls it (it owns sendBuf).
-func (s *session) sendBatch(sts []*recvState, bodySize int) error {
+func (s *session) sendBatch(sts []*recvState, body bodySpec) error {
 	now := s.run.now()
 	buf, ends := s.sendBuf[:0], s.sendEnds[:0]
 	s.mu.Lock()
@@ -353,9 +353,9 @@ func (s *session) sendBatch(sts []*recvState, bodySize int) error {
 		s.nextCmid++
 		p := pendingSend{st: st, sentAt: now, mu: s.pickMutation(st)}
 		if p.mu.kind == sendText {
-			buf = appendSendFrame(buf, st.convJSON, s.cmidPrefix, s.nextCmid, now, bodySize)
+			buf = appendSendFrame(buf, st.convJSON, s.cmidPrefix, s.nextCmid, now, body)
 		} else {
-			buf = appendMutationFrame(buf, st.convJSON, s.cmidPrefix, s.nextCmid, now, bodySize, p.mu)
+			buf = appendMutationFrame(buf, st.convJSON, s.cmidPrefix, s.nextCmid, now, body, p.mu)
 		}
 		ends = append(ends, len(buf))
 		s.pending[s.nextCmid] = p

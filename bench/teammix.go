@@ -106,7 +106,7 @@ func (s *session) pickMutation(st *recvState) mutation {
 
 // appendMutationFrame writes the send frame of a mutation; an edit's body
 // is a bench body of its own.
-func appendMutationFrame(b []byte, convJSON []byte, cmidPrefix string, n int, sent time.Duration, bodySize int, mu mutation) []byte {
+func appendMutationFrame(b []byte, convJSON []byte, cmidPrefix string, n int, sent time.Duration, body bodySpec, mu mutation) []byte {
 	b = append(b, `{"type":"send","req":"`...)
 	b = appendCmid(b, cmidPrefix, n)
 	b = append(b, `","conv":`...)
@@ -118,7 +118,7 @@ func appendMutationFrame(b []byte, convJSON []byte, cmidPrefix string, n int, se
 	switch mu.kind {
 	case sendEdit:
 		b = append(b, `,"kind":"edit","body":"`...)
-		b = appendBody(b, sent, bodySize)
+		b = appendBody(b, sent, body)
 		b = append(b, '"')
 	case sendDelete:
 		b = append(b, `,"kind":"delete"`...)
@@ -134,9 +134,9 @@ func appendMutationFrame(b []byte, convJSON []byte, cmidPrefix string, n int, se
 // appendFrame writes the frame of a pending send.
 func (s *session) appendFrame(b []byte, p pendingSend, n int) []byte {
 	if p.mu.kind == sendText {
-		return appendSendFrame(b, p.st.convJSON, s.cmidPrefix, n, p.sentAt, s.run.opts.BodySize)
+		return appendSendFrame(b, p.st.convJSON, s.cmidPrefix, n, p.sentAt, s.run.opts.body())
 	}
-	return appendMutationFrame(b, p.st.convJSON, s.cmidPrefix, n, p.sentAt, s.run.opts.BodySize, p.mu)
+	return appendMutationFrame(b, p.st.convJSON, s.cmidPrefix, n, p.sentAt, s.run.opts.body(), p.mu)
 }
 
 // confirmedMix folds a confirmed send into st (under s.mu); sends of one
@@ -209,7 +209,7 @@ func (r *run) checkFolds(ctx context.Context) {
 			r.deviation(fmt.Sprintf("folded check: pulling seq %d of %s: %v", it.target, it.conv, err))
 			continue
 		}
-		if why := it.f.differs(&p.Messages[0], it.s.user.id, r.opts.BodySize); why != "" {
+		if why := it.f.differs(&p.Messages[0], it.s.user.id, r.opts.body()); why != "" {
 			r.deviation(fmt.Sprintf("folded check: seq %d of %s pulled unlike its stream: %s", it.target, it.conv, why))
 			continue
 		}
@@ -219,7 +219,7 @@ func (r *run) checkFolds(ctx context.Context) {
 }
 
 // differs says how m is not the fold f ("" when it is).
-func (f *fold) differs(m *wireMessage, me string, bodySize int) string {
+func (f *fold) differs(m *wireMessage, me string, body bodySpec) string {
 	if f.deleted {
 		if !m.Deleted || m.Body != "" || len(m.Reactions) != 0 {
 			return fmt.Sprintf("deleted: want deleted, empty, no reactions; got deleted=%v body %d bytes, %d reactions", m.Deleted, len(m.Body), len(m.Reactions))
@@ -233,7 +233,7 @@ func (f *fold) differs(m *wireMessage, me string, bodySize int) string {
 			return "edited, but no edited_at"
 		}
 	}
-	if want := string(appendBody(nil, at, bodySize)); m.Body != want {
+	if want := string(appendBody(nil, at, body)); m.Body != want {
 		return fmt.Sprintf("body %q, want %q", m.Body, want)
 	}
 	want := map[string]bool{}

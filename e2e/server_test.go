@@ -11,58 +11,92 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // server is one imserver process with its own database.
 type server struct {
-	URL string
-	log string
+	URL  string
+	log  string
+	dir  string // its database, config and log
+	addr string
+	stop func() // ends the process (SIGINT, then a kill after 5s)
 }
 
 // startServer runs the binary on a free port. config is YAML appended to the
 // defaults the tests need (send limits high enough for seeding).
 func startServer(t *testing.T, config string) *server {
 	t.Helper()
-	dir := t.TempDir()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
 	l.Close()
+	s := &server{URL: "http://" + addr, dir: t.TempDir(), addr: addr}
+	s.launch(t, config)
+	return s
+}
 
-	cfg := filepath.Join(dir, "config.yaml")
-	yaml := "limits: {send_rate: 10000, send_burst: 10000, register_per_hour: 0}\nsqlite: {synchronous: NORMAL}\n" + config
+// dbPath is the server's database file.
+func (s *server) dbPath() string { return filepath.Join(s.dir, "im.db") }
+
+// restart stops the server and starts it again on the same database and
+// address with config (the pages reconnect as after any outage); between
+// the two, between (if not nil) may change the database.
+func (s *server) restart(t *testing.T, config string, between func()) {
+	t.Helper()
+	s.stop()
+	if between != nil {
+		between()
+	}
+	s.launch(t, config)
+}
+
+func (s *server) launch(t *testing.T, config string) {
+	t.Helper()
+	cfg := filepath.Join(s.dir, "config.yaml")
+	yaml := "limits: {send_rate: 10000, send_burst: 10000, register_per_hour: 0}\n"
+	if !strings.Contains(config, "sqlite:") {
+		yaml += "sqlite: {synchronous: NORMAL}\n"
+	}
+	yaml += config
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logPath := filepath.Join(dir, "server.log")
-	logFile, err := os.Create(logPath)
+	logPath := filepath.Join(s.dir, "server.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(serverBin, "serve", "--addr", addr, "--db", filepath.Join(dir, "im.db"), "--config", cfg)
+	s.log = logPath
+	cmd := exec.Command(serverBin, "serve", "--addr", s.addr, "--db", s.dbPath(), "--config", cfg)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{URL: "http://" + addr, log: logPath}
 	exited := make(chan struct{})
 	go func() {
 		cmd.Wait()
 		logFile.Close()
 		close(exited)
 	}()
+	var once sync.Once
+	s.stop = func() {
+		once.Do(func() {
+			cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				cmd.Process.Kill()
+				<-exited
+			}
+		})
+	}
 	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
+		s.stop()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
 			t.Logf("server log:\n%s", tail(string(b), 4000))
@@ -75,7 +109,7 @@ func startServer(t *testing.T, config string) *server {
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				return s
+				return
 			}
 		}
 		select {

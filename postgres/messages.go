@@ -96,21 +96,23 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 	}
 	// Seqs, one reservation per conversation, in order of first use so
 	// that the answer does not depend on map order.
+	// With Redis, all of them in one round trip.
 	first := make(map[*convTx]int64, len(count))
 	failed := make(map[*convTx]error)
+	var cs []*convTx
+	var ns []int64
+	listed := make(map[*convTx]bool, len(count))
 	for _, j := range run {
 		c := t.convs[j.msg.Conv]
-		if c == nil || count[c] == 0 {
+		if c == nil || count[c] == 0 || listed[c] {
 			continue
 		}
-		if _, ok := first[c]; ok {
-			continue
-		}
-		if _, ok := failed[c]; ok {
-			continue
-		}
-		s, err := w.seqs.reserve(t, c, count[c])
-		if err != nil {
+		listed[c] = true
+		cs, ns = append(cs, c), append(ns, count[c])
+	}
+	firsts, errs := w.seqs.reserveMany(t, cs, ns)
+	for i, c := range cs {
+		if err := errs[i]; err != nil {
 			var ce *chat.Error
 			if !errors.As(err, &ce) {
 				return err
@@ -118,7 +120,7 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 			failed[c] = err
 			continue
 		}
-		first[c] = s
+		first[c] = firsts[i]
 	}
 	n := len(fresh)
 	convs, seqs, froms, cmids, kinds, bodies, tss := make([]string, 0, n), make([]int64, 0, n), make([]string, 0, n),

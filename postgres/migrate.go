@@ -118,3 +118,12 @@ func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 	err := db.pool.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
 	return v, wrap(err)
 }
+
+// KnownSchema is the newest migration this binary embeds.
+func KnownSchema() int {
+	ms, err := knownMigrations()
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].version
+}

@@ -14,6 +14,9 @@ import (
 type seqSource interface {
 	// reserve returns the first of n new seqs of c.
 	reserve(t *wtx, c *convTx, n int64) (int64, error)
+	// reserveMany is reserve for several conversations (ns[i] seqs of
+	// cs[i]), at once where the source can.
+	reserveMany(t *wtx, cs []*convTx, ns []int64) ([]int64, []error)
 }
 
 // rowSeqs takes seqs from the locked conversation row: gapless, since the
@@ -25,6 +28,14 @@ func (rowSeqs) reserve(_ *wtx, c *convTx, n int64) (int64, error) {
 	first := c.next
 	c.next += n
 	return first, nil
+}
+
+func (r rowSeqs) reserveMany(t *wtx, cs []*convTx, ns []int64) ([]int64, []error) {
+	firsts, errs := make([]int64, len(cs)), make([]error, len(cs))
+	for i, c := range cs {
+		firsts[i], errs[i] = r.reserve(t, c, ns[i])
+	}
+	return firsts, errs
 }
 
 // redisSeqs takes seqs from the shared Redis allocator, each block's bound
@@ -53,6 +64,34 @@ func (s redisSeqs) reserve(t *wtx, c *convTx, n int64) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.WithValue(t.ctx, wtxKey{}, t), 2*redisRetryAfter)
 	defer cancel()
 	first, err := s.a.Alloc(ctx, c.id, n, c.kind == chat.Direct)
+	return s.check(t, c, first, err)
+}
+
+// reserveMany asks Redis for every conversation's seqs in one pipelined
+// round trip (seq.RedisAllocator.AllocMany).
+func (s redisSeqs) reserveMany(t *wtx, cs []*convTx, ns []int64) ([]int64, []error) {
+	firsts, errs := make([]int64, len(cs)), make([]error, len(cs))
+	if time.Now().Before(*s.downUntil) {
+		for i := range errs {
+			errs[i] = errSeqUnavailable
+		}
+		return firsts, errs
+	}
+	ctx, cancel := context.WithTimeout(context.WithValue(t.ctx, wtxKey{}, t), 2*redisRetryAfter)
+	defer cancel()
+	reqs := make([]seq.AllocReq, len(cs))
+	for i, c := range cs {
+		reqs[i] = seq.AllocReq{Conv: c.id, N: ns[i], Direct: c.kind == chat.Direct}
+	}
+	got, gotErrs := s.a.AllocMany(ctx, reqs)
+	for i, c := range cs {
+		firsts[i], errs[i] = s.check(t, c, got[i], gotErrs[i])
+	}
+	return firsts, errs
+}
+
+// check turns the allocator's answer for c into reserve's.
+func (s redisSeqs) check(t *wtx, c *convTx, first int64, err error) (int64, error) {
 	if errors.Is(err, seq.ErrUnavailable) || (errors.Is(err, context.DeadlineExceeded) && t.ctx.Err() == nil) {
 		*s.downUntil = time.Now().Add(redisRetryAfter)
 		return 0, errSeqUnavailable

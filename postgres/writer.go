@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/internal/batch"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -56,19 +56,11 @@ type writer struct {
 	// first (runTx), for tests.
 	reruns atomic.Int64
 
-	jobs chan *job
-	mu   sync.RWMutex // guards closed against enqueue
-	quit chan struct{}
-	done chan struct{}
-
-	closed bool
+	queue *batch.Queue[*job] // messages and function jobs, never in one batch (splitKinds)
 	// commitRT is how long the last messages batch's second round trip
 	// (writes and COMMIT) took, to tell a first round trip that waited
 	// for rows from one that did not; only the writer goroutine uses it.
 	commitRT time.Duration
-	// carry is a job taken from jobs for the next batch (add); only the
-	// writer goroutine uses it.
-	carry *job
 }
 
 // job is a message to append (fn nil) or a function to run in the
@@ -90,30 +82,19 @@ var errClosed = chat.Errorf(chat.EUnavailable, "the server is shutting down")
 
 func newWriter(pool *pgxpool.Pool, seqs seqSource, opts Options) *writer {
 	w := &writer{
-		pool: pool,
-		seqs: seqs,
-		opts: opts,
-		jobs: make(chan *job, 4*opts.BatchSize),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
+		pool:  pool,
+		seqs:  seqs,
+		opts:  opts,
+		queue: batch.New[*job](opts.BatchSize, opts.BatchDelay, errClosed),
 	}
-	go w.loop()
+	w.queue.Split = splitKinds
+	go w.queue.Run(w.run, nil)
 	return w
 }
 
 func (w *writer) enqueue(ctx context.Context, j *job) error {
 	j.res = make(chan result, 1)
-	w.mu.RLock()
-	defer w.mu.RUnlock()
-	if w.closed {
-		return errClosed
-	}
-	select {
-	case w.jobs <- j:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return w.queue.Put(ctx, j)
 }
 
 // wait waits for the result of a queued job. The job may still commit
@@ -136,61 +117,17 @@ func (w *writer) exec(ctx context.Context, fn func(*wtx) error) error {
 	return j.wait(ctx).err
 }
 
-func (w *writer) close() {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return
-	}
-	w.closed = true
-	w.mu.Unlock()
-	close(w.quit)
-	<-w.done
-}
+func (w *writer) close() { w.queue.Close() }
 
-func (w *writer) loop() {
-	defer close(w.done)
-	batch := make([]*job, 0, w.opts.BatchSize)
-	for {
-		if j := w.carry; j != nil {
-			w.carry = nil
-			batch = w.run(w.fill(append(batch[:0], j)))
-			continue
-		}
-		select {
-		case j := <-w.jobs:
-			batch = w.run(w.fill(append(batch[:0], j)))
-		case <-w.quit:
-			for {
-				batch = batch[:0]
-				if j := w.carry; j != nil {
-					w.carry = nil
-					batch = append(batch, j)
-				}
-				batch = w.fill(batch)
-				if len(batch) == 0 {
-					return
-				}
-				batch = w.run(batch)
-			}
-		}
-	}
-}
-
-// add appends j to batch, unless j is a message and the batch holds
-// function jobs or the other way round: then j is kept for the next batch
-// (carry), which ends the batch. Messages and function jobs never share a
-// transaction: a batch with function jobs takes the counter first, and
-// if it also locked conversation rows for messages it would wait, holding
-// the counter, for rows other nodes' messages batches hold while they wait
-// for the counter, a cycle each time (writer's type comment). Jobs still
-// run in the queue's order.
-func (w *writer) add(batch []*job, j *job) []*job {
-	if len(batch) > 0 && (batch[0].fn == nil) != (j.fn == nil) {
-		w.carry = j
-		return batch
-	}
-	return append(batch, j)
+// splitKinds holds j for the next batch when j is a message and the batch
+// holds function jobs or the other way round. Messages and function jobs
+// never share a transaction: a batch with function jobs takes the counter
+// first, and if it also locked conversation rows for messages it would
+// wait, holding the counter, for rows other nodes' messages batches hold
+// while they wait for the counter, a cycle each time (writer's type
+// comment). Jobs still run in the queue's order.
+func splitKinds(batch []*job, j *job) bool {
+	return len(batch) > 0 && (batch[0].fn == nil) != (j.fn == nil)
 }
 
 // moreLocked takes, once a messages batch holds its conversations' rows
@@ -201,61 +138,9 @@ func (w *writer) add(batch []*job, j *job) []*job {
 // message to another conversation, whose row would be locked out of
 // order), which starts the next batch: the queue's order is kept.
 func (w *writer) moreLocked(t *wtx, n int) []*job {
-	var extra []*job
-	for n+len(extra) < w.opts.BatchSize && w.carry == nil {
-		select {
-		case j := <-w.jobs:
-			if j.fn != nil || isV11(j) || t.convs[j.msg.Conv] == nil {
-				w.carry = j
-				return extra
-			}
-			extra = append(extra, j)
-		default:
-			return extra
-		}
-	}
-	return extra
-}
-
-// more adds the jobs queued meanwhile to batch, up to the batch size,
-// without waiting.
-func (w *writer) more(batch []*job) []*job {
-	for len(batch) < w.opts.BatchSize && w.carry == nil {
-		select {
-		case j := <-w.jobs:
-			batch = w.add(batch, j)
-		default:
-			return batch
-		}
-	}
-	return batch
-}
-
-func (w *writer) fill(batch []*job) []*job {
-	var timeout <-chan time.Time
-	if w.opts.BatchDelay > 0 {
-		t := time.NewTimer(w.opts.BatchDelay)
-		defer t.Stop()
-		timeout = t.C
-	}
-	for len(batch) < w.opts.BatchSize && w.carry == nil {
-		select {
-		case j := <-w.jobs:
-			batch = w.add(batch, j)
-			continue
-		default:
-		}
-		if timeout == nil {
-			return batch
-		}
-		select {
-		case j := <-w.jobs:
-			batch = w.add(batch, j)
-		case <-timeout:
-			return batch
-		}
-	}
-	return batch
+	return w.queue.Take(nil, w.opts.BatchSize-n, func(j *job) bool {
+		return j.fn == nil && !isV11(j) && t.convs[j.msg.Conv] != nil
+	})
 }
 
 // run runs batch in one transaction and answers its jobs; it returns the
@@ -454,7 +339,7 @@ func (w *writer) runTxCounterFirst(ctx context.Context, batch []*job) (*wtx, []*
 	if err := t.flush(); err != nil {
 		return fail(err)
 	}
-	batch = w.more(batch)
+	batch = w.queue.More(batch)
 	if err := w.runRound(t, batch); err != nil {
 		return fail(err)
 	}

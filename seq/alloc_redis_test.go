@@ -457,3 +457,50 @@ func BenchmarkRedisIncr(b *testing.B) {
 }
 
 var _ redis.UniversalClient = (*redis.Client)(nil)
+
+// TestRedisAllocMany: several conversations' seqs in one call, some from
+// their blocks (one pipelined round trip), some needing a new block, one
+// bigger than a block, interleaved with another process's Allocs: every
+// seq once per conversation, in real-time order, each bound persisted
+// before its seqs are handed out.
+func TestRedisAllocMany(t *testing.T) {
+	r := startRedis(t)
+	b := newMemBounds()
+	a := NewRedisAllocator(r.client(), "m:", b, RedisAllocOptions{GroupBlock: 10, DirectBlock: 4})
+	other := NewRedisAllocator(r.client(), "m:", b, RedisAllocOptions{GroupBlock: 10, DirectBlock: 4})
+	ctx := context.Background()
+	var grants []grant
+	convs := []string{"g1", "g2", "g3", "d1"}
+	for round := range 30 {
+		reqs := []AllocReq{}
+		for i, c := range convs {
+			reqs = append(reqs, AllocReq{Conv: c, N: int64(1 + (round+i)%3), Direct: c[0] == 'd'})
+		}
+		if round == 7 {
+			reqs = append(reqs, AllocReq{Conv: "g4", N: 25}) // more than a block
+		}
+		start := time.Now()
+		firsts, errs := a.AllocMany(ctx, reqs)
+		end := time.Now()
+		for i, req := range reqs {
+			if errs[i] != nil {
+				t.Fatalf("round %d: %s: %v", round, req.Conv, errs[i])
+			}
+			g := grant{conv: req.Conv, first: firsts[i], n: req.N, start: start, end: end, call: round}
+			if g.last() > b.get(req.Conv) {
+				t.Errorf("%s: seqs up to %d handed out above the persisted bound %d", req.Conv, g.last(), b.get(req.Conv))
+			}
+			grants = append(grants, g)
+		}
+		g, err := allocChecked(t, other, b, convs[round%len(convs)], 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.worker = 1
+		grants = append(grants, g)
+	}
+	checkGrants(t, grants)
+	if _, errs := a.AllocMany(ctx, []AllocReq{{Conv: "g1", N: 0}}); errs[0] == nil {
+		t.Error("AllocMany of 0 seqs succeeded")
+	}
+}

@@ -198,11 +198,15 @@ func TestBadHTTP(t *testing.T) {
 		}
 		// A known path with another method is not a crash either.
 		r := ts.do(t, "DELETE", "/api/v1/me", alice.Token, nil)
-		if r.Status != http.StatusMethodNotAllowed && r.Status != http.StatusNotFound {
-			t.Errorf("DELETE /api/v1/me: got %s", r)
+		r.wantError(t, http.StatusMethodNotAllowed, "method_not_allowed")
+		if got := r.Header.Get("Allow"); got != "GET" {
+			t.Errorf("DELETE /api/v1/me: Allow %q, want GET", got)
 		}
-		if r.errorCode() == "" {
-			t.Errorf("DELETE /api/v1/me: no JSON error: %s", r)
+		// A path that takes two methods names both.
+		r = ts.do(t, "PUT", "/api/v1/conversations/"+d.ID+"/messages", alice.Token, nil)
+		r.wantError(t, http.StatusMethodNotAllowed, "method_not_allowed")
+		if got := r.Header.Get("Allow"); got != "GET, POST" {
+			t.Errorf("PUT .../messages: Allow %q, want \"GET, POST\"", got)
 		}
 	})
 	t.Run("bad ids", func(t *testing.T) {

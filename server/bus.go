@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -32,6 +34,10 @@ type Bus struct {
 
 	sink BusSink
 	out  chan []byte
+	// outBytes is what out holds, bounded by busQueueBytes: a message
+	// carries a whole commit's fan-out, so a count of messages alone
+	// would not bound the memory a stalled Redis makes us hold.
+	outBytes atomic.Int64
 	// control carries roster changes and logouts: they must not be
 	// dropped the way events may, so a full queue waits for room.
 	control chan []byte
@@ -121,31 +127,40 @@ func (b *Bus) Close() {
 
 // Deliver implements chat.Deliverer.
 func (b *Bus) Deliver(users []string, ev *chat.Event) {
-	b.hub.Deliver(users, ev)
-	b.share(users, ev)
+	b.DeliverAll([]chat.Delivery{{Users: users, Event: ev}})
 }
 
-// DeliverAll implements chat.Deliverer.
+// DeliverAll implements chat.Deliverer: the events go to this process's
+// sessions and, as one binary bus message (bus_codec.go), to the other
+// processes. A message is encoded once, for both.
 func (b *Bus) DeliverAll(ds []chat.Delivery) {
-	b.hub.DeliverAll(ds)
+	held := make(heldWriters)
+	enc := busEncoder{node: b.node}
 	for _, d := range ds {
-		b.share(d.Users, d.Event)
+		ev := d.Event
+		if ev.Type != chat.EventMessage || ev.Message == nil {
+			b.hub.deliver(d.Users, ev, held)
+			if len(d.Users) > 0 {
+				if err := enc.event(d.Users, ev); err != nil {
+					b.log.Error("bus: encoding", "type", ev.Type, "err", err)
+				}
+			}
+			continue
+		}
+		frame, msg, err := encodeEvent(ev)
+		if err != nil {
+			b.log.Error("encoding event", "type", ev.Type, "err", err)
+			continue
+		}
+		b.hub.deliverFrame(d.Users, ev.Conv, ev.ExceptSession, frame, msg, held)
+		if len(d.Users) > 0 {
+			enc.message(d.Users, ev, msg)
+		}
 	}
-}
-
-// share publishes an event for the other processes' sessions.
-func (b *Bus) share(users []string, ev *chat.Event) {
-	if len(users) == 0 {
-		return
+	held.wake()
+	for _, data := range enc.messages() {
+		b.queue(data)
 	}
-	w := &wireEvent{Event: *ev}
-	if ev.Message != nil {
-		w.Origins = []string{ev.Message.Origin}
-	}
-	for _, m := range ev.Messages {
-		w.Origins = append(w.Origins, m.Origin)
-	}
-	b.publish(busMessage{Kind: busEvent, Users: users, Event: w})
 }
 
 // RosterChanged implements chat.Peers.
@@ -176,15 +191,21 @@ func stamp(data []byte, seq uint64) []byte {
 	return append(out, data[1:]...)
 }
 
-func (b *Bus) publish(m busMessage) {
-	data := b.encode(m)
-	if data == nil {
+// busQueueBytes bounds the events waiting to be published.
+const busQueueBytes = 64 << 20
+
+// queue hands an encoded message to publishLoop.
+func (b *Bus) queue(data []byte) {
+	if b.outBytes.Add(int64(len(data))) > busQueueBytes {
+		b.outBytes.Add(-int64(len(data)))
+		b.metrics.BusDropped.Inc()
 		return
 	}
 	select {
 	case b.out <- data:
 	default:
 		// Never block delivery: the other processes' clients will sync.
+		b.outBytes.Add(-int64(len(data)))
 		b.metrics.BusDropped.Inc()
 	}
 }
@@ -212,6 +233,7 @@ func (b *Bus) publishLoop() {
 		case data := <-b.control:
 			batch = append(batch[:0], data)
 		case data := <-b.out:
+			b.outBytes.Add(-int64(len(data)))
 			batch = append(batch[:0], data)
 		case <-b.done:
 			return
@@ -222,6 +244,7 @@ func (b *Bus) publishLoop() {
 			case data := <-b.control:
 				batch = append(batch, data)
 			case data := <-b.out:
+				b.outBytes.Add(-int64(len(data)))
 				batch = append(batch, data)
 			default:
 				break drain
@@ -231,7 +254,11 @@ func (b *Bus) publishLoop() {
 		pipe := b.rdb.Pipeline()
 		for _, data := range batch {
 			b.published++
-			pipe.Publish(ctx, b.channel, stamp(data, b.published))
+			if data[0] == busMagic[0] {
+				pipe.Publish(ctx, b.channel, stampBinary(data, b.published))
+			} else {
+				pipe.Publish(ctx, b.channel, stamp(data, b.published))
+			}
 		}
 		_, err := pipe.Exec(ctx)
 		cancel()
@@ -261,19 +288,19 @@ func (b *Bus) receiveLoop() {
 			}
 			continue
 		}
+		if strings.HasPrefix(msg.Payload, busMagic) {
+			if err := b.receiveBinary(msg.Payload); err != nil {
+				b.log.Warn("bus: bad message", "err", err)
+			}
+			continue
+		}
 		var m busMessage
 		if err := json.Unmarshal([]byte(msg.Payload), &m); err != nil {
 			b.log.Warn("bus: bad message", "err", err)
 			continue
 		}
-		if m.Node == b.node {
-			continue
-		}
-		if m.Seq != 0 {
-			if m.Seq <= b.seen[m.Node] {
-				continue // a retried publish that had arrived already
-			}
-			b.seen[m.Node] = m.Seq
+		if !b.fresh(m.Node, m.Seq) {
+			continue // ours, or a retried publish that had arrived already
 		}
 		b.receive(&m)
 	}
@@ -303,33 +330,70 @@ func (b *Bus) resubscribed() {
 	}
 }
 
+// fresh reports whether the publish seq of node is new, and remembers it:
+// a pipeline of PUBLISH commands retried after a failure must not deliver
+// what already arrived.
+func (b *Bus) fresh(node string, seq uint64) bool {
+	if node == b.node {
+		return false
+	}
+	if seq != 0 {
+		if seq <= b.seen[node] {
+			return false
+		}
+		b.seen[node] = seq
+	}
+	return true
+}
+
+// receiveBinary hands another process's events to the sessions here. The
+// seqs of its messages are made known (the ack clamp) before any session
+// here can see them; a message no session here is to get is never framed.
+func (b *Bus) receiveBinary(payload string) error {
+	var (
+		ents []busEntry
+		seqs []chat.Message
+	)
+	err := decodeBus(payload, b.fresh, func(e *busEntry) {
+		ents = append(ents, *e)
+		if !e.event {
+			seqs = append(seqs, chat.Message{Conv: e.conv, Seq: e.seq})
+		}
+	})
+	if err != nil {
+		// Nothing of a damaged message is delivered: its members get it by
+		// sync.
+		ents = ents[:0]
+		seqs = seqs[:0]
+	}
+	if len(seqs) > 0 && b.sink != nil {
+		b.sink.ObserveRemote(seqs)
+	}
+	held := make(heldWriters)
+	for i := range ents {
+		e := &ents[i]
+		if !e.event {
+			b.hub.deliverMessageJSON(e.users, e.conv, e.except, e.body, held)
+			continue
+		}
+		var w wireEvent
+		if err := json.Unmarshal([]byte(e.body), &w); err != nil {
+			b.log.Warn("bus: bad event", "err", err)
+			continue
+		}
+		b.receiveEvent(e.users, &w, held)
+	}
+	held.wake()
+	return err
+}
+
 func (b *Bus) receive(m *busMessage) {
 	switch m.Kind {
 	case busEvent:
 		if m.Event == nil {
 			return
 		}
-		ev := &m.Event.Event
-		origins := m.Event.Origins
-		if ev.Message != nil && len(origins) > 0 {
-			ev.Message.Origin = origins[0]
-		}
-		for i := range ev.Messages {
-			if i < len(origins) {
-				ev.Messages[i].Origin = origins[i]
-			}
-		}
-		b.hub.Deliver(m.Users, ev)
-		if b.sink != nil {
-			switch {
-			case ev.Type == chat.EventStorm:
-				b.sink.RemoteStorm(ev.Conv, ev.Active, ev.Count)
-			case ev.Message != nil:
-				b.sink.ObserveRemote([]chat.Message{*ev.Message})
-			case len(ev.Messages) > 0:
-				b.sink.ObserveRemote(ev.Messages)
-			}
-		}
+		b.receiveEvent(m.Users, m.Event, nil)
 	case busRoster:
 		if b.sink != nil {
 			b.sink.ForgetRoster(m.Conv)
@@ -337,4 +401,30 @@ func (b *Bus) receive(m *busMessage) {
 	case busLogout:
 		b.hub.closeToken(m.Token)
 	}
+}
+
+// receiveEvent hands an event of another process (JSON) to the sessions
+// here.
+func (b *Bus) receiveEvent(users []string, w *wireEvent, held heldWriters) {
+	ev := &w.Event
+	origins := w.Origins
+	if ev.Message != nil && len(origins) > 0 {
+		ev.Message.Origin = origins[0]
+	}
+	for i := range ev.Messages {
+		if i < len(origins) {
+			ev.Messages[i].Origin = origins[i]
+		}
+	}
+	if b.sink != nil {
+		switch {
+		case ev.Type == chat.EventStorm:
+			b.sink.RemoteStorm(ev.Conv, ev.Active, ev.Count)
+		case ev.Message != nil:
+			b.sink.ObserveRemote([]chat.Message{*ev.Message})
+		case len(ev.Messages) > 0:
+			b.sink.ObserveRemote(ev.Messages)
+		}
+	}
+	b.hub.deliver(users, ev, held)
 }

@@ -14,10 +14,16 @@ import (
 	"github.com/imserver/imserver/chat"
 )
 
+// eMethodNotAllowed is a code of the transport alone: a known API path
+// asked with a method it does not take.
+const eMethodNotAllowed = "method_not_allowed"
+
 // statusOf maps the domain's error codes to HTTP status: the one place
 // where that happens.
 func statusOf(code string) int {
 	switch code {
+	case eMethodNotAllowed:
+		return http.StatusMethodNotAllowed
 	case chat.EBadRequest:
 		return http.StatusBadRequest
 	case chat.EUnauthorized:

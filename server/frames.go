@@ -228,6 +228,9 @@ func errorFrameOf(req string, err error) errorFrame {
 	return errorFrame{Type: "error", Req: req, Code: b.Code, Message: b.Message, RetryAfterMS: b.RetryAfterMS}
 }
 
+// msgFrameHead opens a msg frame; the message's JSON and '}' follow.
+const msgFrameHead = `{"type":"msg","message":`
+
 // encodeEvent returns the frame of ev and, for a message, the message alone
 // (for batch frames).
 func encodeEvent(ev *chat.Event) (frame, msg []byte, err error) {
@@ -236,7 +239,7 @@ func encodeEvent(ev *chat.Event) (frame, msg []byte, err error) {
 	case chat.EventMessage:
 		// msg is a slice of the frame: batch frames copy it from there.
 		frame = make([]byte, 0, 32+messageCap(ev.Message))
-		frame = append(frame, `{"type":"msg","message":`...)
+		frame = append(frame, msgFrameHead...)
 		head := len(frame)
 		frame = appendMessage(frame, ev.Message)
 		msg = frame[head:len(frame):len(frame)]

@@ -100,9 +100,7 @@ func (h *Hub) DeliverAll(ds []chat.Delivery) {
 	for _, d := range ds {
 		h.deliver(d.Users, d.Event, held)
 	}
-	for s := range held {
-		s.kick()
-	}
+	held.wake()
 }
 
 // heldWriters are the sessions whose writers wait for the end of a
@@ -119,12 +117,18 @@ func (h *Hub) deliver(users []string, ev *chat.Event, held heldWriters) {
 		h.log.Error("encoding event", "type", ev.Type, "err", err)
 		return
 	}
-	it := &outItem{conv: ev.Conv, frame: frame, msg: msg}
+	h.deliverFrame(users, ev.Conv, ev.ExceptSession, frame, msg, held)
+}
+
+// deliverFrame queues an encoded event (msg: the message in it, for batch
+// frames) to every session of users but except.
+func (h *Hub) deliverFrame(users []string, conv, except string, frame, msg []byte, held heldWriters) {
+	it := &outItem{conv: conv, frame: frame, msg: msg}
 	n := 0
 	h.mu.RLock()
 	for _, u := range users {
 		for s := range h.users[u] {
-			if s.id != ev.ExceptSession {
+			if s.id != except {
 				s.enqueue(it, held)
 				n++
 			}
@@ -133,6 +137,40 @@ func (h *Hub) deliver(users []string, ev *chat.Event, held heldWriters) {
 	h.mu.RUnlock()
 	if msg != nil {
 		h.metrics.Deliveries.Add(float64(n))
+	}
+}
+
+// deliverMessageJSON queues a msg frame around a message's wire JSON, as
+// another node encoded it (bus), to users' sessions here; it builds the
+// frame only if one of them has a session here.
+func (h *Hub) deliverMessageJSON(users []string, conv, except, msgJSON string, held heldWriters) {
+	if !h.anyOnline(users) {
+		return
+	}
+	frame := make([]byte, 0, len(msgFrameHead)+len(msgJSON)+1)
+	frame = append(frame, msgFrameHead...)
+	frame = append(frame, msgJSON...)
+	msg := frame[len(msgFrameHead):len(frame):len(frame)]
+	frame = append(frame, '}')
+	h.deliverFrame(users, conv, except, frame, msg, held)
+}
+
+// anyOnline reports whether one of users has a session here.
+func (h *Hub) anyOnline(users []string) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, u := range users {
+		if len(h.users[u]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// wake starts the writers a DeliverAll held.
+func (held heldWriters) wake() {
+	for s := range held {
+		s.kick()
 	}
 }
 

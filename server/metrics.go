@@ -119,7 +119,7 @@ func (m *Metrics) EventPushed(dropped int, err error) {
 }
 
 // WindowFallback counts a failover of the shared storm window; it fits
-// seq.NewFallbackWindow's onFallback.
+// the storm window's onFallback (seq.SharedWindow).
 func (m *Metrics) WindowFallback(error) { m.WindowFallbacks.Inc() }
 
 // WatchEventQueue exports the event queue's length, read at each scrape.

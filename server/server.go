@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -155,20 +156,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleUnknownAPI answers API paths no route takes with the protocol's
-// JSON errors instead of the mux's plain text: 405 when the path exists
-// with another method, 404 otherwise.
+// JSON errors instead of the mux's plain text: 405 with the methods the
+// path takes in Allow when it exists with others, 404 otherwise.
 func (s *Server) handleUnknownAPI(w http.ResponseWriter, r *http.Request) {
-	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		if m == r.Method {
 			continue
 		}
 		probe := r.Clone(r.Context())
 		probe.Method = m
 		if _, p := s.mux.Handler(probe); p != "" && p != "/api/" && p != "/" {
-			w.Header().Set("Allow", m)
-			writeJSON(w, http.StatusMethodNotAllowed, map[string]errorBody{"error": {Code: chat.EBadRequest, Message: "method not allowed"}})
-			return
+			allow = append(allow, m)
 		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		s.writeError(w, r, &chat.Error{Code: eMethodNotAllowed, Message: r.Method + " is not allowed here"})
+		return
 	}
 	s.writeError(w, r, chat.Errorf(chat.ENotFound, "no such endpoint"))
 }

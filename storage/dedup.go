@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"strconv"
@@ -13,7 +12,7 @@ import (
 )
 
 // The dedup key (conv, sender, cmid_hash) -> seq lives in levels, tables
-// dedup_0 .. dedup_2 (migration 0008), smallest and newest first, as in a
+// dedup_0 .. dedup_2 (migration 0010), smallest and newest first, as in a
 // log-structured merge tree. A key is in exactly one level.
 //
 // Why: a client_msg_id is random (a UUID), so with one index over every
@@ -78,19 +77,6 @@ func claimSlot(t *wtx, conv, sender, h, seq int64) (bool, error) {
 	}
 	n, err := res.RowsAffected()
 	return n > 0, err
-}
-
-// claimFreeSlot takes the first free slot of cmid's hash for seq (the
-// caller found no message stored under cmid, so a taken slot holds
-// another client_msg_id).
-func claimFreeSlot(t *wtx, conv, sender int64, cmid string, seq int64) (int64, error) {
-	for _, h := range cmidSlots(cmid) {
-		ok, err := claimSlot(t, conv, sender, h, seq)
-		if err != nil || ok {
-			return h, err
-		}
-	}
-	return 0, fmt.Errorf("storage: %d other client_msg_ids of this sender share the hash of %q", cmidProbes, cmid)
 }
 
 // dedupForget removes the dedup entries of conv's messages up to seq last

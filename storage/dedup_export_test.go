@@ -6,7 +6,7 @@ import (
 )
 
 // SetDedupBatchForTest sets how many entries each copy transaction of
-// migration 0008 takes.
+// migration 0010 takes.
 func SetDedupBatchForTest(n int) { dedupBatch = n }
 
 // MigrateToForTest migrates the database at path up to schema last.

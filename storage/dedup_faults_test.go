@@ -34,26 +34,26 @@ func TestDedupMigrationHelperProcess(t *testing.T) {
 	fmt.Println("done")
 }
 
-// TestKillDuringDedupMigration: a database made by schema 7 (through
-// schema 5 and migration 0006, as a real upgrade) is killed (SIGKILL) in
-// the middle of migration 0008's copy of the dedup index; it stays at
-// schema 7 with the batches it committed, and the next start goes on from
+// TestKillDuringDedupMigration: a database made by schema 9 (through
+// schema 5 and migrations 0006 and 0009, as a real upgrade) is killed
+// (SIGKILL) in the middle of migration 0010's copy of the dedup index; it
+// stays at schema 9 with the batches it committed, and the next start goes on from
 // there (it copies fewer entries than there are) to the end: every message
 // has its dedup entry once, the old index is gone, retries of messages
 // from before and after the kill get their first seq, integrity_check
 // passes.
 func TestKillDuringDedupMigration(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v7.db")
+	path := filepath.Join(t.TempDir(), "v9.db")
 	const total = 5000
 	want, err := storage.MakeSchema5ForTest(path, 5, 20, total)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := storage.MigrateToForTest(path, 7); err != nil {
+	if err := storage.MigrateToForTest(path, 9); err != nil {
 		t.Fatal(err)
 	}
-	if got := schemaOf(t, path); got != 7 {
-		t.Fatalf("made schema %d, want 7", got)
+	if got := schemaOf(t, path); got != 9 {
+		t.Fatalf("made schema %d, want 9", got)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestDedupMigrationHelperProcess$", "-test.v")
 	cmd.Env = append(os.Environ(), "IMSERVER_DEDUP_TEST_DB="+path)
@@ -76,8 +76,8 @@ func TestKillDuringDedupMigration(t *testing.T) {
 	if batches < 5 {
 		t.Fatalf("the migration logged %d batches before it ended", batches)
 	}
-	if got := schemaOf(t, path); got != 7 {
-		t.Fatalf("after the kill the schema is %d, want 7", got)
+	if got := schemaOf(t, path); got != 9 {
+		t.Fatalf("after the kill the schema is %d, want 9", got)
 	}
 	var log strings.Builder
 	defer storage.SetDedupBatchForTest(500000)

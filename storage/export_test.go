@@ -36,6 +36,24 @@ func (db *DB) IntegrityCheck() (string, error) {
 // migration 0006 takes.
 func SetKeysBatchForTest(n int) { keysBatch = n }
 
+func SetLayoutBatchForTest(n int) { layoutBatch = n }
+
+// MakeSchemaForTest is MakeSchema5ForTest migrated to schema (at least
+// 5): a database as that release left it, with the rows later migrations
+// must carry.
+func MakeSchemaForTest(path string, schema, users, convs, msgs int) (map[string][]string, error) {
+	want, err := MakeSchema5ForTest(path, users, convs, msgs)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		return nil, err
+	}
+	defer raw.Close()
+	return want, migrateTo(context.Background(), raw, schema, nil)
+}
+
 // MakeSchema5ForTest makes at path a database as schema 5 left it (the
 // release before integer keys), with the rows migration 0006 must carry:
 // users u0..u(users-1) and "gone" (a deleted account: messages, no users
@@ -79,8 +97,16 @@ func MakeSchema5ForTest(path string, users, convs, msgs int) (map[string][]strin
 		if seq > 1 && i%10 == 9 {
 			kind, body, target, emoji, on = "reaction", "", seq-1, "👍", 1
 		}
-		if _, err := tx.Exec(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts, target, emoji, reaction_on)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, conv, seq, from, cmid, kind, body, 1000+i, target, emoji, on); err != nil {
+		// A text has a search document, as the writer gave it.
+		var doc any
+		if kind == "text" {
+			doc = i + 1
+			if _, err := tx.Exec(`INSERT INTO search_docs (doc, conv_id, seq) VALUES (?, ?, ?)`, doc, conv, seq); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := tx.Exec(`INSERT INTO messages (conv_id, seq, sender_id, client_msg_id, kind, body, ts, target, emoji, reaction_on, doc)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, conv, seq, from, cmid, kind, body, 1000+i, target, emoji, on, doc); err != nil {
 			return nil, err
 		}
 		seqs[conv] = append(seqs[conv], cmid)

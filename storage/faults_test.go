@@ -195,15 +195,17 @@ func TestDiskFullDuringMigration(t *testing.T) {
 	}
 }
 
-// TestKeysMigrationHelperProcess is the process TestKillDuringKeysMigration
-// kills: it opens (and so migrates to integer keys) the database it is
-// given, in small batches, logging each to stdout.
-func TestKeysMigrationHelperProcess(t *testing.T) {
-	path := os.Getenv("IMSERVER_KEYS_TEST_DB")
+// TestCopyMigrationHelperProcess is the process TestKillDuringCopyMigration
+// kills: it opens (and so migrates) the database it is given, copying in
+// small batches (migration 0006's or 0009's, as asked), logging each to
+// stdout.
+func TestCopyMigrationHelperProcess(t *testing.T) {
+	path := os.Getenv("IMSERVER_COPY_TEST_DB")
 	if path == "" {
-		return // only as the helper process of TestKillDuringKeysMigration
+		return // only as the helper process of TestKillDuringCopyMigration
 	}
 	storage.SetKeysBatchForTest(100)
+	storage.SetLayoutBatchForTest(100)
 	db, err := storage.Open(context.Background(), path, storage.Options{Logger: slog.New(slog.NewTextHandler(os.Stdout, nil))})
 	if err != nil {
 		fmt.Println("error:", err)
@@ -213,20 +215,32 @@ func TestKeysMigrationHelperProcess(t *testing.T) {
 	fmt.Println("done")
 }
 
-// TestKillDuringKeysMigration: a process killed (SIGKILL) in the middle of
-// migration 0006's copy leaves the schema 5 database with the batches it
-// committed; the next start goes on from there (it copies fewer messages
-// than there are) to the end, with every message there once, the dedup
-// intact and integrity_check passing.
-func TestKillDuringKeysMigration(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v5.db")
-	const total = 5000
-	want, err := storage.MakeSchema5ForTest(path, 5, 20, total)
-	if err != nil {
-		t.Fatal(err)
+// TestKillDuringCopyMigration: a process killed (SIGKILL) in the middle of
+// the copy of migration 0006 (integer keys, from schema 5) or 0009
+// (arrival order, from schema 8) leaves the database at its schema with
+// the batches it committed; the next start goes on from there (it copies
+// fewer messages than there are) to the end, with every message there
+// once, the dedup intact and integrity_check passing.
+func TestKillDuringCopyMigration(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		schema int
+	}{{"0006", 5}, {"0009", 8}} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "old.db")
+			const total = 5000
+			want, err := storage.MakeSchemaForTest(path, c.schema, 5, 20, total)
+			if err != nil {
+				t.Fatal(err)
+			}
+			killDuringCopy(t, path, c.schema, want, total)
+		})
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestKeysMigrationHelperProcess$", "-test.v")
-	cmd.Env = append(os.Environ(), "IMSERVER_KEYS_TEST_DB="+path)
+}
+
+func killDuringCopy(t *testing.T, path string, schema int, want map[string][]string, total int) {
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestCopyMigrationHelperProcess$", "-test.v")
+	cmd.Env = append(os.Environ(), "IMSERVER_COPY_TEST_DB="+path)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -247,12 +261,14 @@ func TestKillDuringKeysMigration(t *testing.T) {
 	if batches < 5 {
 		t.Fatalf("the migration logged %d batches before it ended", batches)
 	}
-	if got := schemaOf(t, path); got != 5 {
-		t.Fatalf("after the kill the schema is %d, want 5", got)
+	if got := schemaOf(t, path); got != schema {
+		t.Fatalf("after the kill the schema is %d, want %d", got, schema)
 	}
 	var log strings.Builder
 	defer storage.SetKeysBatchForTest(100000)
+	defer storage.SetLayoutBatchForTest(100000)
 	storage.SetKeysBatchForTest(100)
+	storage.SetLayoutBatchForTest(100)
 	db, err := storage.Open(context.Background(), path, storage.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatalf("start after the kill: %v", err)

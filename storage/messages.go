@@ -110,21 +110,43 @@ func (w *writer) appended(t *wtx, j *job, m chat.Message) {
 }
 
 // appendExtras stores a mutation, a reply, a message with mentions or
-// with attachments. A
-// retry is looked up first: it gets the first result even where the send
+// with attachments. A retry gets the first result even where the send
 // would now be refused (the target deleted since).
 func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
-	if found, err := w.findDuplicate(t, j, m); found || err != nil {
-		return err
+	// A mutation (no search document, no files) is stored first, in its
+	// hash's first slot, as a plain text is: the unique index then tells
+	// a new one (nearly all) from a retry without a look-up, and a
+	// refusal takes the row out again (unstore). Anything else, and a
+	// mutation whose slot is taken, looks for a retry first.
+	fresh := false
+	if m.Kind != chat.KindText && len(m.Attachments) == 0 {
+		var err error
+		first := cmidSlots(m.ClientMsgID)
+		if fresh, err = insertSlots(t, j, &m, 0, first[:1]); err != nil {
+			return err
+		}
+	}
+	if !fresh {
+		if found, err := w.findDuplicate(t, j, m); found || err != nil {
+			return err
+		}
 	}
 	tg, err := w.checkExtras(t, j, &m)
 	var files []chat.File
 	if err == nil && len(m.Attachments) > 0 {
 		files, err = w.attachable(t, &m)
 	}
+	if err == nil && m.Kind == chat.KindReaction {
+		err = react(t, &m)
+	}
 	if err != nil {
 		var e *chat.Error
 		if errors.As(err, &e) {
+			if fresh {
+				if err := unstore(t, j, &m); err != nil {
+					return err
+				}
+			}
 			j.r = result{err: e}
 			return nil
 		}
@@ -134,8 +156,10 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 	if err != nil {
 		return err
 	}
-	if err := insertFull(t, j, &m, doc); err != nil {
-		return err
+	if !fresh {
+		if err := insertFull(t, j, &m, doc); err != nil {
+			return err
+		}
 	}
 	if files != nil {
 		if err := w.linkFiles(t, &m, files); err != nil {
@@ -152,6 +176,26 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 	}
 	w.appended(t, j, m)
 	return nil
+}
+
+// unstore removes the row appendExtras stored for m before refusing it:
+// a refused send stores nothing.
+func unstore(t *wtx, j *job, m *chat.Message) error {
+	st, err := t.stmt(`DELETE FROM messages WHERE conv = ? AND seq = ?`)
+	if err != nil {
+		return err
+	}
+	if _, err = st.ExecContext(t.ctx, j.sender.convKey, m.Seq); err != nil {
+		return err
+	}
+	// Its slot, the hash's first, was claimed in this transaction: it
+	// is in dedup_0 (the job moves entries in transactions of its own).
+	st, err = t.stmt(`DELETE FROM dedup_0 WHERE conv = ? AND sender = ? AND cmid_hash = ?`)
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(t.ctx, j.sender.convKey, j.sender.userKey, cmidHash(m.ClientMsgID))
+	return err
 }
 
 // findDuplicate answers j with the message stored earlier under its

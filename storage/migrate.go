@@ -40,7 +40,7 @@ type goMigration struct {
 }
 
 // goMigrations are the Go migrations, numbered among the files.
-var goMigrations = []goMigration{{keysVersion, keysName, migrateKeys}, {dedupVersion, dedupName, migrateDedup}}
+var goMigrations = []goMigration{{keysVersion, keysName, migrateKeys}, {layoutVersion, layoutName, migrateLayout}, {dedupVersion, dedupName, migrateDedup}}
 
 // embeddedMigrations lists the migrations by number, in order: the
 // embedded files and the Go ones (whose names end in .go).

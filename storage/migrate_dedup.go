@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Migration 0008: the dedup key moves from the unique index messages_cmid
+// Migration 0010: the dedup key moves from the unique index messages_cmid
 // into the levels of dedup.go. Every entry of the index is copied into
 // the last level, dedup_2, in key order, in batches that are each their
 // own transaction; a batch starts after the largest key already in
@@ -17,8 +17,8 @@ import (
 // version. The server does not serve until it is done.
 
 const (
-	dedupVersion = 8
-	dedupName    = "0008_dedup_levels"
+	dedupVersion = 10
+	dedupName    = "0010_dedup_levels"
 )
 
 // dedupBatch is how many entries one copy transaction takes (tests make
@@ -34,7 +34,7 @@ CREATE TABLE dedup_2 (conv INTEGER NOT NULL, sender INTEGER NOT NULL, cmid_hash 
 	PRIMARY KEY (conv, sender, cmid_hash)) WITHOUT ROWID;
 `
 
-// migrateDedup runs migration 0008 from wherever an earlier run stopped.
+// migrateDedup runs migration 0010 from wherever an earlier run stopped.
 func migrateDedup(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -81,7 +81,7 @@ func migrateDedup(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 		if batch < int64(dedupBatch) {
 			break
 		}
-		log.Info("migration 0008 (dedup levels): copying the dedup index; a restart goes on from here",
+		log.Info("migration 0010 (dedup levels): copying the dedup index; a restart goes on from here",
 			"copied", copied, "per_second", int(float64(copied)/time.Since(start).Seconds()))
 	}
 	err := inTx(ctx, db, func(tx *sql.Tx) error {
@@ -92,7 +92,7 @@ func migrateDedup(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 		return err
 	})
 	if err == nil && copied > 0 {
-		log.Info("migration 0008 (dedup levels): done", "copied", copied, "seconds", time.Since(start).Seconds())
+		log.Info("migration 0010 (dedup levels): done", "copied", copied, "seconds", time.Since(start).Seconds())
 	}
 	return err
 }

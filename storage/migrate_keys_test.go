@@ -41,7 +41,7 @@ func TestMigrateKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	db, log := openMigrated(t, path, 7)
-	if n := strings.Count(log, "copying messages"); n != 15 {
+	if n := strings.Count(log, "migration 0006 (integer keys): copying messages"); n != 15 {
 		t.Fatalf("%d progress lines for 101 messages in batches of 7, want 15:\n%s", n, log)
 	}
 	if v, err := db.SchemaVersion(ctx); err != nil || v != KnownSchema() || v < keysVersion {

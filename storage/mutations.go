@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/imserver/imserver/chat"
@@ -28,7 +29,16 @@ type target struct {
 	body     string
 	mentions string
 	deleted  bool
-	doc      int64 // search document, 0 for none
+	doc      int64  // search document, 0 for none
+	stale    string // words the index holds beyond body (migration 0008)
+}
+
+// held is the text whose words the search index holds for tg's document.
+func (tg target) held() string {
+	if tg.stale == "" {
+		return tg.body
+	}
+	return tg.body + " " + tg.stale
 }
 
 // loadTarget reads seq of conv as the sender may see it: not_found when it
@@ -43,11 +53,11 @@ func loadTarget(t *wtx, s *senderTx, conv string, seq int64) (target, error) {
 	if seq < minSeq {
 		return tg, chat.Errorf(chat.ENotFound, "message %d not found", seq)
 	}
-	st, err := t.stmt(`SELECT sender, kind, body, COALESCE(mentions, ''), COALESCE(deleted, 0), COALESCE(doc, 0) FROM messages WHERE conv = ? AND seq = ?`)
+	st, err := t.stmt(`SELECT sender, kind, body, COALESCE(mentions, ''), COALESCE(deleted, 0), COALESCE(doc, 0), COALESCE(stale, '') FROM messages WHERE conv = ? AND seq = ?`)
 	if err != nil {
 		return tg, err
 	}
-	err = st.QueryRowContext(t.ctx, s.convKey, seq).Scan(&tg.from, &tg.kind, &tg.body, &tg.mentions, &tg.deleted, &tg.doc)
+	err = st.QueryRowContext(t.ctx, s.convKey, seq).Scan(&tg.from, &tg.kind, &tg.body, &tg.mentions, &tg.deleted, &tg.doc, &tg.stale)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && tg.kind != chat.KindText) {
 		return tg, chat.Errorf(chat.ENotFound, "message %d not found", seq)
 	}
@@ -104,20 +114,34 @@ func (w *writer) checkExtras(t *wtx, j *job, m *chat.Message) (target, error) {
 	if tg.deleted {
 		return tg, chat.Errorf(chat.EConflict, "message %d was deleted", m.Target)
 	}
-	if m.Kind == chat.KindReaction {
-		st, err := t.stmt(`SELECT COUNT(*) FROM reactions WHERE conv_id = ? AND target = ? AND emoji = ? AND user_id = ?`)
-		if err != nil {
-			return tg, err
-		}
-		var n int
-		if err := st.QueryRowContext(t.ctx, m.Conv, m.Target, m.Emoji, m.From).Scan(&n); err != nil {
-			return tg, err
-		}
-		if (n > 0) == *m.On {
-			return tg, chat.Errorf(chat.EConflict, "the reaction would change nothing")
-		}
-	}
 	return tg, nil
+}
+
+// react adds or takes back m's reaction, after every other check of m:
+// one statement both decides and does it, and a reaction that would
+// change nothing (no row added or removed) is refused, having changed
+// nothing.
+func react(t *wtx, m *chat.Message) error {
+	q := `DELETE FROM reactions WHERE conv_id = ? AND target = ? AND emoji = ? AND user_id = ?`
+	args := []any{m.Conv, m.Target, m.Emoji, m.From}
+	if *m.On {
+		q = `INSERT INTO reactions (conv_id, target, emoji, user_id, seq) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+		args = append(args, m.Seq)
+	}
+	st, err := t.stmt(q)
+	if err != nil {
+		return err
+	}
+	res, err := st.ExecContext(t.ctx, args...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return chat.Errorf(chat.EConflict, "the reaction would change nothing")
+	}
+	return nil
 }
 
 // kind returns the conversation's kind, read once per transaction.
@@ -135,21 +159,37 @@ func (c *convTx) kind(t *wtx) string {
 }
 
 // insertFull stores a message with the v1.1 columns, in the first free
-// slot of its client_msg_id's hash (claimFreeSlot): the caller found no
+// slot of its client_msg_id's hash (cmidSlots): the caller found no
 // message stored under that client_msg_id, so a taken slot holds another.
 func insertFull(t *wtx, j *job, m *chat.Message, doc int64) error {
-	h, err := claimFreeSlot(t, j.sender.convKey, j.sender.userKey, m.ClientMsgID, m.Seq)
-	if err != nil {
+	slots := cmidSlots(m.ClientMsgID)
+	if ok, err := insertSlots(t, j, m, doc, slots[:]); ok || err != nil {
 		return err
 	}
-	ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, doc)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return err
+	return fmt.Errorf("storage: %d other client_msg_ids of this sender share the hash of %q", cmidProbes, m.ClientMsgID)
+}
+
+// insertSlots stores m in the first of slots that is free in the dedup
+// levels (claimSlot); false when every one is taken.
+func insertSlots(t *wtx, j *job, m *chat.Message, doc int64, slots []int64) (bool, error) {
+	for _, h := range slots {
+		ok, err := claimSlot(t, j.sender.convKey, j.sender.userKey, h, m.Seq)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			continue
+		}
+		ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, doc)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return false, err
+		}
+		_, err = ins.ExecContext(t.ctx, j.sender.convKey, m.Seq, j.sender.userKey, h, m.ClientMsgID, m.Kind, m.Body, m.TS,
+			nullInt(m.Target), nullString(m.Emoji), nullBool(m.On), nullInt(m.ReplyTo), nullString(strings.Join(m.Mentions, " ")), nullInt(doc))
+		return err == nil, err
 	}
-	_, err = ins.ExecContext(t.ctx, j.sender.convKey, m.Seq, j.sender.userKey, h, m.ClientMsgID, m.Kind, m.Body, m.TS,
-		nullInt(m.Target), nullString(m.Emoji), nullBool(m.On), nullInt(m.ReplyTo), nullString(strings.Join(m.Mentions, " ")), nullInt(doc))
-	return err
+	return false, nil
 }
 
 // applyExtras applies a stored message to the state it changes.
@@ -166,31 +206,33 @@ func (w *writer) applyExtras(t *wtx, j *job, m *chat.Message, tg target) error {
 		return w.applyEdit(t, j, m, tg)
 	case chat.KindDelete:
 		return w.applyDelete(t, j, m, tg)
-	case chat.KindReaction:
-		if *m.On {
-			st, err := t.stmt(`INSERT INTO reactions (conv_id, target, emoji, user_id, seq) VALUES (?, ?, ?, ?, ?)`)
-			if err != nil {
-				return err
-			}
-			_, err = st.ExecContext(t.ctx, m.Conv, m.Target, m.Emoji, m.From, m.Seq)
-			return err
-		}
-		st, err := t.stmt(`DELETE FROM reactions WHERE conv_id = ? AND target = ? AND emoji = ? AND user_id = ?`)
-		if err != nil {
-			return err
-		}
-		_, err = st.ExecContext(t.ctx, m.Conv, m.Target, m.Emoji, m.From)
-		return err
 	}
+	// A reaction's own change was made by react.
 	return nil
 }
 
 func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
-	st, err := t.stmt(`UPDATE messages SET body = ?, edited_at = ?, mentions = ? WHERE conv = ? AND seq = ?`)
+	// An indexed ASCII text edited into ASCII keeps the words it loses in
+	// the index (stale, migration 0008): only a delete must erase them,
+	// and search checks an edited message's body. Anything else has its
+	// old words removed from the index now.
+	pending, err := t.unindexed()
 	if err != nil {
 		return err
 	}
-	if _, err := st.ExecContext(t.ctx, m.Body, m.TS, nullString(strings.Join(m.Mentions, " ")), j.conv.key, m.Target); err != nil {
+	extend, stale := false, ""
+	if tg.doc > pending {
+		if hw, ok := asciiWords(tg.held()); ok {
+			if nw, ok := asciiWords(m.Body); ok {
+				extend, stale = true, missing(hw, nw)
+			}
+		}
+	}
+	st, err := t.stmt(`UPDATE messages SET body = ?, edited_at = ?, mentions = ?, stale = ? WHERE conv = ? AND seq = ?`)
+	if err != nil {
+		return err
+	}
+	if _, err := st.ExecContext(t.ctx, m.Body, m.TS, nullString(strings.Join(m.Mentions, " ")), nullString(stale), j.conv.key, m.Target); err != nil {
 		return err
 	}
 	if err := dropMentions(t, m.Conv, m.Target, tg.mentions); err != nil {
@@ -214,10 +256,12 @@ func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
 		}
 		return w.index(t, m.Conv, m.Target, doc, m.Body)
 	}
-	if err := w.unindex(t, tg.doc, tg.body); err != nil {
-		return err
+	if extend {
+		w.extend(t, tg.doc, tg.held(), m.Body)
+		return nil
 	}
-	return w.reindex(t, tg.doc, m.Body)
+	w.replace(t, tg.doc, tg.held(), m.Body)
+	return nil
 }
 
 // applyDelete erases the target's content: its body, the bodies of its
@@ -226,7 +270,7 @@ func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
 // WAL frames that still hold them go at the next truncating checkpoint
 // (DB.Close).
 func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
-	st, err := t.stmt(`UPDATE messages SET body = '', deleted = 1, mentions = NULL, doc = NULL WHERE conv = ? AND seq = ?`)
+	st, err := t.stmt(`UPDATE messages SET body = '', deleted = 1, mentions = NULL, doc = NULL, stale = NULL WHERE conv = ? AND seq = ?`)
 	if err != nil {
 		return err
 	}
@@ -291,7 +335,7 @@ func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
 	if err := eraseAttachments(t, m.Conv, m.Target); err != nil {
 		return err
 	}
-	return w.forget(t, tg.doc, tg.body)
+	return w.forget(t, tg.doc, tg.held())
 }
 
 func uncount(t *wtx, conv string, seq int64) error {

@@ -82,7 +82,7 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 				}
 				// The oldest batch of the conversation, in seq order; the
 				// cut ends before the first message inside the window.
-				rs, err := t.QueryContext(t.ctx, `SELECT seq, ts, doc, body FROM messages WHERE conv = ? ORDER BY seq LIMIT ?`, key, batch)
+				rs, err := t.QueryContext(t.ctx, `SELECT seq, ts, doc, body, COALESCE(stale, '') FROM messages WHERE conv = ? ORDER BY seq LIMIT ?`, key, batch)
 				if err != nil {
 					return err
 				}
@@ -96,8 +96,8 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 				for rs.Next() {
 					var seq, ts int64
 					var doc sql.NullInt64
-					var body string
-					if err := rs.Scan(&seq, &ts, &doc, &body); err != nil {
+					var body, stale string
+					if err := rs.Scan(&seq, &ts, &doc, &body, &stale); err != nil {
 						rs.Close()
 						return err
 					}
@@ -108,7 +108,8 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 					last = seq
 					n++
 					if doc.Valid {
-						docs = append(docs, indexed{doc.Int64, body})
+						// The index holds the body's words and the stale ones.
+						docs = append(docs, indexed{doc.Int64, target{body: body, stale: stale}.held()})
 					}
 				}
 				rs.Close()

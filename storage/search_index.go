@@ -1,13 +1,18 @@
 package storage
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // The search index (messages_fts, migrations 0002 and 0007) holds the
 // current body of every text message that has one, under a document number
-// (doc) handed out in commit order: FTS5 walks a query's hits from the end cheaply, so the
-// newest come first whatever their conversation. search_docs maps a doc
-// back to its message and messages.doc maps the other way. The writer keeps
-// them in the same transaction as the messages.
+// (doc) handed out in commit order: FTS5 walks a query's hits from the end
+// cheaply, so the newest come first whatever their conversation.
+// search_docs maps a doc back to its message and messages.doc maps the
+// other way. The writer keeps them in the same transaction as the
+// messages. An edited message's doc may also hold words its edits took
+// out (messages.stale, migration 0008): search checks its body.
 
 // nextDoc hands out the next document number; the first use in a
 // transaction reads where the numbers stand (another process sharing the
@@ -38,7 +43,9 @@ func (w *writer) index(t *wtx, conv string, seq, doc int64, body string) error {
 	if _, err := st.ExecContext(t.ctx, doc, conv, seq); err != nil {
 		return err
 	}
-	return w.reindex(t, doc, body)
+	o := t.op(doc, "")
+	o.want = append(o.want, body)
+	return nil
 }
 
 // The index's own writes wait in ftsOps until the end of the transaction
@@ -52,42 +59,51 @@ func (w *writer) index(t *wtx, conv string, seq, doc int64, body string) error {
 // only committed data, so deferring within the transaction changes nothing
 // anyone sees.
 
-// ftsOp is what the transaction does to one doc of the index: remove the
-// text the index held before the transaction (old, "" for none) and add
-// its text at the end (text, "" for none).
+// ftsOp is what the transaction does to one doc of the index.
 type ftsOp struct {
-	old, text string
+	// held is the text whose words the committed index holds for the doc
+	// ("" for none): a contentless index must be told the words it
+	// removes.
+	held string
+	// erase: held's words leave the index (a secure delete, migrations
+	// 0002 and 0007: the entries leave the pages) before want's go in.
+	// Otherwise held's words stay and only want's words it lacks are
+	// added (extend).
+	erase bool
+	want  []string // texts whose words the index must hold at the end
 }
 
-// op returns doc's pending operation, old being its text in the index as
-// it stands if doc has none yet.
-func (t *wtx) op(doc int64, old string) *ftsOp {
+// op returns doc's pending operation, held being the text of its words in
+// the index as it stands if doc has none yet.
+func (t *wtx) op(doc int64, held string) *ftsOp {
 	if t.fts == nil {
 		t.fts = make(map[int64]*ftsOp)
 	}
 	o := t.fts[doc]
 	if o == nil {
-		o = &ftsOp{old: old}
+		o = &ftsOp{held: held}
 		t.fts[doc] = o
 	}
 	return o
 }
 
-// reindex makes body doc's text (doc's old text must be out first).
-func (w *writer) reindex(t *wtx, doc int64, body string) error {
-	t.op(doc, "").text = body
-	return nil
+// replace makes body doc's only text: every word the index held for doc
+// (held) is erased first.
+func (w *writer) replace(t *wtx, doc int64, held, body string) {
+	o := t.op(doc, held)
+	o.erase = true
+	o.want = o.want[:0]
+	if body != "" {
+		o.want = append(o.want, body)
+	}
 }
 
-// unindex takes doc's text, body, out of the index: a contentless index
-// must be told the old text to find the entries it removes. The removal
-// is a secure delete (migrations 0002 and 0007): the entries leave the pages.
-func (w *writer) unindex(t *wtx, doc int64, body string) error {
-	if doc == 0 || body == "" {
-		return nil
-	}
-	t.op(doc, body).text = ""
-	return nil
+// extend adds body's words to doc's and keeps those it held (held and
+// body both ASCII: see asciiWords). The caller records the words body
+// lacks in messages.stale.
+func (w *writer) extend(t *wtx, doc int64, held, body string) {
+	o := t.op(doc, held)
+	o.want = append(o.want, body)
 }
 
 // applyFTS makes the transaction's pending index writes, in doc order
@@ -125,14 +141,29 @@ func (w *writer) applyFTS(t *wtx) error {
 	defer func() { a[1].Value = nil }()
 	for _, doc := range docs {
 		o := t.fts[doc]
-		if o.old != "" {
-			a[0].Value, a[1].Value = doc, o.old
+		remove, add := "", strings.Join(o.want, " ")
+		switch {
+		case o.erase:
+			remove = o.held
+		case o.held != "" && add != "":
+			// Extended: only the words the index lacks for doc go in.
+			hw, ok1 := asciiWords(o.held)
+			aw, ok2 := asciiWords(add)
+			if ok1 && ok2 {
+				add = missing(aw, hw)
+			} else {
+				// Not what extend is called for; still keep every word.
+				remove, add = o.held, o.held+" "+add
+			}
+		}
+		if remove != "" {
+			a[0].Value, a[1].Value = doc, remove
 			if _, err := del.exec.ExecContext(t.ctx, a[:]); err != nil {
 				return err
 			}
 		}
-		if o.text != "" {
-			a[0].Value, a[1].Value = doc, o.text
+		if add != "" {
+			a[0].Value, a[1].Value = doc, add
 			if _, err := ins.exec.ExecContext(t.ctx, a[:]); err != nil {
 				return err
 			}
@@ -142,18 +173,74 @@ func (w *writer) applyFTS(t *wtx) error {
 	return nil
 }
 
-// forget drops doc from the index and its map (a deleted message).
-func (w *writer) forget(t *wtx, doc int64, body string) error {
+// forget drops doc from the index and its map (a deleted message); held
+// is the text of the words the index holds for it.
+func (w *writer) forget(t *wtx, doc int64, held string) error {
 	if doc == 0 {
 		return nil
 	}
-	if err := w.unindex(t, doc, body); err != nil {
-		return err
-	}
+	w.replace(t, doc, held, "")
 	st, err := t.stmt(`DELETE FROM search_docs WHERE doc = ?`)
 	if err != nil {
 		return err
 	}
 	_, err = st.ExecContext(t.ctx, doc)
 	return err
+}
+
+// asciiWords and missing work out an extended doc's words. For ASCII the
+// index's tokenizer (unicode61) is exact and simple: a word is a run of
+// letters and digits, folded to lower case. Beyond ASCII its classes and
+// folding are Unicode tables of SQLite's own, so such texts are replaced
+// whole instead (a secure delete of every old word).
+
+// missing joins the words of a that b lacks, each once.
+func missing(a, b []string) string {
+	in := func(w string) bool { return slices.Contains(b, w) }
+	if len(b) > 32 {
+		// Long texts through a set, not word by word.
+		set := make(map[string]struct{}, len(b))
+		for _, x := range b {
+			set[x] = struct{}{}
+		}
+		in = func(w string) bool { _, ok := set[w]; return ok }
+	}
+	var out []byte
+	seen := make(map[string]struct{})
+	for _, w := range a {
+		if _, dup := seen[w]; dup || in(w) {
+			continue
+		}
+		seen[w] = struct{}{}
+		if len(out) > 0 {
+			out = append(out, ' ')
+		}
+		out = append(out, w...)
+	}
+	return string(out)
+}
+
+// asciiWords cuts s into the words unicode61 makes of it, lower-cased;
+// false when s is not all ASCII.
+func asciiWords(s string) ([]string, bool) {
+	var words []string
+	start := -1
+	for i := 0; i <= len(s); i++ {
+		var c byte = ' '
+		if i < len(s) {
+			c = s[i]
+		}
+		if c >= 0x80 {
+			return nil, false
+		}
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		switch {
+		case alnum && start < 0:
+			start = i
+		case !alnum && start >= 0:
+			words = append(words, strings.ToLower(s[start:i]))
+			start = -1
+		}
+	}
+	return words, true
 }

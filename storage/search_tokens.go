@@ -74,6 +74,32 @@ func phraseMatch(body string, terms []searchTerm) bool {
 	return true
 }
 
+// termsMatch reports whether body holds every term, each as consecutive
+// words (an edited message's index entries may include words its edits
+// took out: messages.stale).
+func termsMatch(body string, terms []searchTerm) bool {
+	if len(terms) == 0 {
+		return true
+	}
+	words := chat.SearchWords(body)
+	for _, t := range terms {
+		if !hasRun(words, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// isASCII reports whether s is all ASCII.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
 // hasRun reports whether t's words appear in order, one after the other,
 // in words.
 func hasRun(words []string, t searchTerm) bool {

@@ -134,13 +134,13 @@ func (s *syncer) busy() bool {
 // the inserts of the next batch overlap the fsync, batches stay as large
 // as without the syncer, and so do the pages written per message.
 func (w *writer) moreWhileSyncing(batch []*job) []*job {
-	batch = w.more(batch)
+	batch = w.queue.More(batch)
 	if w.sync == nil {
 		return batch
 	}
 	for n := len(batch); len(batch) == n && n < w.opts.BatchSize && w.sync.busy(); {
 		select {
-		case j := <-w.jobs:
+		case j := <-w.queue.Jobs():
 			batch = append(batch, j)
 		case <-w.sync.synced:
 		}

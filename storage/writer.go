@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/internal/batch"
 	"modernc.org/sqlite"
 )
 
@@ -40,12 +40,7 @@ type writer struct {
 	// finished (search_backfill.go): no transaction need read its progress.
 	indexed atomic.Bool
 
-	jobs chan *job
-	mu   sync.RWMutex // guards closed against enqueue
-	quit chan struct{}
-	done chan struct{}
-
-	closed bool
+	queue *batch.Queue[*job]
 }
 
 // job is a message to append (fn nil) or a function to run in the
@@ -84,9 +79,7 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, keys *keyCache, 
 		keys:  keys,
 		ckpt:  ckpt,
 		opts:  opts,
-		jobs:  make(chan *job, 4*opts.BatchSize),
-		quit:  make(chan struct{}),
-		done:  make(chan struct{}),
+		queue: batch.New[*job](opts.BatchSize, opts.BatchDelay, errClosed),
 	}
 	w.health.log = opts.Logger
 	for i := range w.insertArgs {
@@ -99,7 +92,7 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, keys *keyCache, 
 		conn.Close()
 		return nil, err
 	}
-	go w.loop()
+	go w.queue.Run(w.run, w.stopped)
 	return w, nil
 }
 
@@ -109,17 +102,7 @@ func (w *writer) enqueue(ctx context.Context, j *job) error {
 	if j.notify == nil {
 		j.res = make(chan result, 1)
 	}
-	w.mu.RLock()
-	defer w.mu.RUnlock()
-	if w.closed {
-		return errClosed
-	}
-	select {
-	case w.jobs <- j:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return w.queue.Put(ctx, j)
 }
 
 // wait waits for the result of a queued job. The job may still commit
@@ -143,82 +126,15 @@ func (w *writer) exec(ctx context.Context, fn func(*wtx) error) error {
 }
 
 // close lets the queued jobs finish, then stops the writer.
-func (w *writer) close() {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return
-	}
-	w.closed = true
-	w.mu.Unlock()
-	close(w.quit)
-	<-w.done
-}
+func (w *writer) close() { w.queue.Close() }
 
-func (w *writer) loop() {
-	defer close(w.done)
-	defer w.closeConn()
+// stopped runs once the last batch is answered: the syncer answers what
+// it holds, then the connection closes.
+func (w *writer) stopped() {
 	if w.sync != nil {
-		defer w.sync.close()
+		w.sync.close()
 	}
-	batch := make([]*job, 0, w.opts.BatchSize)
-	for {
-		select {
-		case j := <-w.jobs:
-			batch = w.run(w.fill(append(batch[:0], j)))
-		case <-w.quit:
-			for {
-				batch = w.fill(batch[:0])
-				if len(batch) == 0 {
-					return
-				}
-				batch = w.run(batch)
-			}
-		}
-	}
-}
-
-// fill adds queued jobs to batch up to the batch size, waiting up to
-// BatchDelay for more when it is set.
-func (w *writer) fill(batch []*job) []*job {
-	var timeout <-chan time.Time
-	if w.opts.BatchDelay > 0 {
-		t := time.NewTimer(w.opts.BatchDelay)
-		defer t.Stop()
-		timeout = t.C
-	}
-	for len(batch) < w.opts.BatchSize {
-		select {
-		case j := <-w.jobs:
-			batch = append(batch, j)
-			continue
-		default:
-		}
-		if timeout == nil {
-			return batch
-		}
-		select {
-		case j := <-w.jobs:
-			batch = append(batch, j)
-		case <-timeout:
-			return batch
-		}
-	}
-	return batch
-}
-
-// more adds the jobs queued meanwhile to batch, up to the batch size,
-// without waiting.
-func (w *writer) more(batch []*job) []*job {
-	for len(batch) < w.opts.BatchSize {
-		select {
-		case j := <-w.jobs:
-			batch = append(batch, j)
-		default:
-			return batch
-		}
-	}
-	return batch
+	w.closeConn()
 }
 
 // raw runs f on the writer's driver connection.

@@ -8,6 +8,10 @@ import { debounce } from './util.js';
 import { formatFull, listTime } from './format.js';
 
 const LIMIT = 30;
+// While older messages are still being indexed (after an upgrade), the
+// open results are searched again this often, so that they and the
+// progress grow as the index does.
+const INDEXING_REFRESH_MS = 5000;
 
 export class SearchPanel {
   constructor(client, users, { onOpen, container }) {
@@ -28,6 +32,10 @@ export class SearchPanel {
     });
     this.statusEl = h('p', { class: 'search-status', id: 'search-status', 'aria-live': 'polite' });
     this.listEl = h('ul', { class: 'search-results', id: 'search-results', 'aria-label': 'Search results' });
+    // The server's background indexing of older messages, when it says
+    // some are not searchable yet (the answer's "indexing").
+    this.indexingEl = h('p', { class: 'search-indexing', id: 'search-indexing', role: 'status', hidden: true });
+    this.refresh = 0;
     this.panel = h(
       'div',
       { class: 'search-panel', id: 'search-panel', hidden: true },
@@ -37,6 +45,7 @@ export class SearchPanel {
         this.statusEl,
         h('button', { type: 'button', class: 'link', id: 'search-close', onClick: () => this.close() }, 'Close'),
       ),
+      this.indexingEl,
       this.listEl,
     );
     this.root = h('div', { class: 'search-box', role: 'search' }, this.input);
@@ -78,6 +87,8 @@ export class SearchPanel {
 
   close() {
     this.seq++;
+    this.stopRefresh();
+    this.showIndexing(null);
     this.input.value = '';
     this.query = '';
     this.panel.hidden = true;
@@ -89,6 +100,7 @@ export class SearchPanel {
     const q = this.input.value.trim();
     if (!q) return this.close();
     const mine = ++this.seq;
+    this.stopRefresh();
     this.query = q;
     this.panel.hidden = false;
     this.container?.classList.add('searching');
@@ -99,6 +111,7 @@ export class SearchPanel {
     } catch (err) {
       if (mine !== this.seq) return;
       this.listEl.replaceChildren();
+      this.showIndexing(null);
       this.statusEl.textContent = err.code === 'bad_request' ? `Cannot search for that: ${err.message}` : `Search failed: ${err.message}`;
       return;
     }
@@ -108,6 +121,33 @@ export class SearchPanel {
       ? `${results.length}${res.completed ? '' : '+'} ${results.length === 1 ? 'result' : 'results'} for “${q}”`
       : `No messages match “${q}”.`;
     this.listEl.replaceChildren(...results.map((r) => this.item(r)));
+    this.showIndexing(res?.indexing);
+    if (res?.indexing) {
+      this.refresh = setTimeout(() => {
+        this.refresh = 0;
+        // Not while the user is moving through the results.
+        if (mine === this.seq && !this.listEl.contains(document.activeElement)) this.run();
+      }, INDEXING_REFRESH_MS);
+    }
+  }
+
+  stopRefresh() {
+    clearTimeout(this.refresh);
+    this.refresh = 0;
+  }
+
+  // showIndexing shows how far the index of older messages is ({done,
+  // total}), or hides the line (null: nothing is waiting).
+  showIndexing(ix) {
+    if (!ix) {
+      this.indexingEl.hidden = true;
+      this.indexingEl.textContent = '';
+      return;
+    }
+    const pct = ix.total > 0 ? Math.min(99, Math.floor((100 * ix.done) / ix.total)) : 0;
+    this.indexingEl.textContent = `Indexing older messages… ${pct}%`;
+    this.indexingEl.title = 'Older messages are still being added to the search index: results may be missing some of them.';
+    this.indexingEl.hidden = false;
   }
 
   item(r) {

@@ -1,0 +1,13 @@
+-- Words an edit took out of a message's body but left in the search index.
+--
+-- Removing a word from the index is a secure delete: FTS5 seeks the
+-- document in every segment's list of that word and rewrites the page,
+-- for every word of the old text. Erasure needs that only when a message
+-- is deleted (or expires); an edit only needs its old words to stop
+-- finding the message. So an edit of an ASCII text adds the words it
+-- brings and removes none: the ones it took out are kept here (lower
+-- case, space-separated), search checks an edited message's current body
+-- before returning it, and a delete erases the body's words and these
+-- together. NULL: the index holds exactly the body's words (every message
+-- stored before this migration, and every one never edited).
+ALTER TABLE messages ADD COLUMN stale TEXT;
