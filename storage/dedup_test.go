@@ -113,6 +113,19 @@ func TestDedupLevels(t *testing.T) {
 		t.Fatalf("c0 from u1 in g0: %+v dup %v %v, want seq 41", got, dup, err)
 	}
 	waitLevels(t, db, func(s [dedupLevels]int) bool { return s[0] < 5 && s[0]+s[1]+s[2] == 81 })
+	// A mutation the store refuses (a reaction that changes nothing) was
+	// stored and claimed its slot before the check: both are given back,
+	// so a retry is refused again, not answered as a duplicate.
+	on := true
+	refused := chat.Message{Conv: "g0", From: "u1", ClientMsgID: "refused", Kind: chat.KindReaction, Target: 1, Emoji: "e6", On: &on}
+	for range 2 {
+		if got, dup, err := db.Append(ctx, refused)(); chat.ErrorCode(err) != chat.EConflict || dup {
+			t.Fatalf("a reaction that changes nothing: %+v dup %v %v, want a conflict", got, dup, err)
+		}
+	}
+	if s, _ := levelSizes(t, db); s[0]+s[1]+s[2] != 81 {
+		t.Fatalf("after a refused reaction the levels hold %v, want 81 entries", s)
+	}
 	var key int64
 	if err := db.readers.QueryRow(`SELECT key FROM ids WHERE id = 'g0'`).Scan(&key); err != nil {
 		t.Fatal(err)
