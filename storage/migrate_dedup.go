@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
-	"time"
 )
 
 // Migration 0010: the dedup key moves from the unique index messages_cmid
@@ -36,63 +35,35 @@ CREATE TABLE dedup_2 (conv INTEGER NOT NULL, sender INTEGER NOT NULL, cmid_hash 
 
 // migrateDedup runs migration 0010 from wherever an earlier run stopped.
 func migrateDedup(ctx context.Context, db *sql.DB, log *slog.Logger) error {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	return copyMigration{
+		version: dedupVersion, name: dedupName,
+		title: "migration 0010 (dedup levels)", what: "the dedup index",
+		table: "dedup_2", schema: dedupSchema,
+		batch: func(ctx context.Context, tx *sql.Tx) (int64, bool, string, error) {
+			n, err := copyDedupBatch(ctx, tx)
+			return n, n < int64(dedupBatch), "", err
+		},
+		finish: []string{`DROP INDEX messages_cmid`},
+	}.run(ctx, db, log)
+}
+
+// copyDedupBatch copies the next dedupBatch entries of the index into
+// dedup_2, after the largest key it holds, and returns how many.
+func copyDedupBatch(ctx context.Context, tx *sql.Tx) (int64, error) {
+	at := dedupBelowAll
+	err := tx.QueryRowContext(ctx, `SELECT conv, sender, cmid_hash FROM dedup_2 ORDER BY conv DESC, sender DESC, cmid_hash DESC LIMIT 1`).
+		Scan(&at.conv, &at.sender, &at.hash)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, err
 	}
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'dedup_2'`).Scan(&n); err != nil {
-		return err
+	// The index holds (conv, sender, cmid_hash) and the primary
+	// key's seq: the copy reads it alone, in its order.
+	res, err := tx.ExecContext(ctx, `INSERT INTO dedup_2 (conv, sender, cmid_hash, seq)
+		SELECT conv, sender, cmid_hash, seq FROM messages INDEXED BY messages_cmid
+		WHERE (conv, sender, cmid_hash) > (?, ?, ?) ORDER BY conv, sender, cmid_hash LIMIT ?`,
+		at.conv, at.sender, at.hash, dedupBatch)
+	if err != nil {
+		return 0, err
 	}
-	if n == 0 {
-		if err := inTx(ctx, db, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, dedupSchema)
-			return err
-		}); err != nil {
-			return err
-		}
-	}
-	start := time.Now()
-	var copied int64
-	for {
-		var batch int64
-		err := inTx(ctx, db, func(tx *sql.Tx) error {
-			at := dedupBelowAll
-			err := tx.QueryRowContext(ctx, `SELECT conv, sender, cmid_hash FROM dedup_2 ORDER BY conv DESC, sender DESC, cmid_hash DESC LIMIT 1`).
-				Scan(&at.conv, &at.sender, &at.hash)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			// The index holds (conv, sender, cmid_hash) and the primary
-			// key's seq: the copy reads it alone, in its order.
-			res, err := tx.ExecContext(ctx, `INSERT INTO dedup_2 (conv, sender, cmid_hash, seq)
-				SELECT conv, sender, cmid_hash, seq FROM messages INDEXED BY messages_cmid
-				WHERE (conv, sender, cmid_hash) > (?, ?, ?) ORDER BY conv, sender, cmid_hash LIMIT ?`,
-				at.conv, at.sender, at.hash, dedupBatch)
-			if err != nil {
-				return err
-			}
-			batch, err = res.RowsAffected()
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		copied += batch
-		if batch < int64(dedupBatch) {
-			break
-		}
-		log.Info("migration 0010 (dedup levels): copying the dedup index; a restart goes on from here",
-			"copied", copied, "per_second", int(float64(copied)/time.Since(start).Seconds()))
-	}
-	err := inTx(ctx, db, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DROP INDEX messages_cmid`); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, dedupVersion, dedupName+".go", nowMS())
-		return err
-	})
-	if err == nil && copied > 0 {
-		log.Info("migration 0010 (dedup levels): done", "copied", copied, "seconds", time.Since(start).Seconds())
-	}
-	return err
+	return res.RowsAffected()
 }

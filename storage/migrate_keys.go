@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"time"
 
 	"modernc.org/sqlite"
 )
@@ -81,21 +80,6 @@ func init() {
 
 // migrateKeys runs migration 0006 from wherever an earlier run stopped.
 func migrateKeys(ctx context.Context, db *sql.DB, log *slog.Logger) error {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'messages_v6'`).Scan(&n); err != nil {
-		return err
-	}
-	if n == 0 {
-		if err := inTx(ctx, db, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, keysSchema)
-			return err
-		}); err != nil {
-			return err
-		}
-	}
 	// A batch is read several times (its end, the ids, the copy): a
 	// page cache that holds one saves rereading it from the file.
 	var cache int64
@@ -106,56 +90,17 @@ func migrateKeys(ctx context.Context, db *sql.DB, log *slog.Logger) error {
 		return err
 	}
 	defer db.ExecContext(ctx, `PRAGMA cache_size = `+strconv.FormatInt(cache, 10))
-	start := time.Now()
-	var copied int64
-	for {
-		var done bool
-		var batch int64
-		var at string
-		err := inTx(ctx, db, func(tx *sql.Tx) error {
-			var err error
-			batch, done, at, err = copyKeysBatch(ctx, tx)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		copied += batch
-		if done {
-			break
-		}
-		log.Info("migration 0006 (integer keys): copying messages; a restart goes on from here",
-			"copied", copied, "at", at, "per_second", int(float64(copied)/time.Since(start).Seconds()))
-	}
-	err := inTx(ctx, db, func(tx *sql.Tx) error {
-		for _, q := range []string{
+	return copyMigration{
+		version: keysVersion, name: keysName,
+		title: "migration 0006 (integer keys)", what: "messages",
+		table: "messages_v6", schema: keysSchema,
+		batch: copyKeysBatch,
+		finish: []string{
 			`DROP TABLE messages`,
 			`ALTER TABLE messages_v6 RENAME TO messages`,
 			`DELETE FROM settings WHERE name = '` + keysProgress + `'`,
-		} {
-			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("%s: %w", q, err)
-			}
-		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, keysVersion, keysName+".go", nowMS())
-		return err
-	})
-	if err == nil && copied > 0 {
-		log.Info("migration 0006 (integer keys): done", "copied", copied, "seconds", time.Since(start).Seconds())
-	}
-	return err
-}
-
-func inTx(ctx context.Context, db *sql.DB, f func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if err := f(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
+		},
+	}.run(ctx, db, log)
 }
 
 // copyKeysBatch copies the next keysBatch messages in (conv_id, seq)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
-	"time"
 )
 
 // Migration 0009: messages stored in arrival order. Until 0008 the
@@ -78,49 +76,16 @@ var layoutSwap = []string{
 
 // migrateLayout runs migration 0009 from wherever an earlier run stopped.
 func migrateLayout(ctx context.Context, db *sql.DB, log *slog.Logger) error {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'messages_v9'`).Scan(&n); err != nil {
-		return err
-	}
-	if n == 0 {
-		if _, err := db.ExecContext(ctx, layoutTable); err != nil {
-			return err
-		}
-	}
-	start := time.Now()
-	var copied int64
-	for {
-		var batch int64
-		if err := inTx(ctx, db, func(tx *sql.Tx) error {
-			var err error
-			batch, err = copyLayoutBatch(ctx, tx)
-			return err
-		}); err != nil {
-			return err
-		}
-		if batch == 0 {
-			break
-		}
-		copied += batch
-		log.Info("migration 0009 (messages in arrival order): copying messages; a restart goes on from here",
-			"copied", copied, "per_second", int(float64(copied)/time.Since(start).Seconds()))
-	}
-	err := inTx(ctx, db, func(tx *sql.Tx) error {
-		for _, q := range layoutSwap {
-			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("%s: %w", q, err)
-			}
-		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, layoutVersion, layoutName+".go", nowMS())
-		return err
-	})
-	if err == nil && copied > 0 {
-		log.Info("migration 0009 (messages in arrival order): done", "copied", copied, "seconds", time.Since(start).Seconds())
-	}
-	return err
+	return copyMigration{
+		version: layoutVersion, name: layoutName,
+		title: "migration 0009 (messages in arrival order)", what: "messages",
+		table: "messages_v9", schema: layoutTable,
+		batch: func(ctx context.Context, tx *sql.Tx) (int64, bool, string, error) {
+			n, err := copyLayoutBatch(ctx, tx)
+			return n, n == 0, "", err
+		},
+		finish: layoutSwap,
+	}.run(ctx, db, log)
 }
 
 // copyLayoutBatch copies the next layoutBatch messages in (conv, seq)
