@@ -129,8 +129,9 @@ func migrateToPostgres(ctx context.Context, from, to string, out io.Writer) erro
 			}
 			// A column the target lacks may only be empty (or derived:
 			// the search index's document numbers, the arrival order of
-			// SQLite's rows).
-			if table == "messages" && (c == "doc" || c == "id") {
+			// SQLite's rows, the words an edit left in SQLite's index;
+			// PostgreSQL indexes the current body).
+			if table == "messages" && (c == "doc" || c == "id" || c == "stale") {
 				continue
 			}
 			var n int64
