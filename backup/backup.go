@@ -44,8 +44,13 @@ type Manifest struct {
 	Files         int64     `json:"files"`
 	// Store is "postgres" for an archive of a PostgreSQL database (a
 	// pg_dump in custom format), empty for SQLite.
-	Store   string  `json:"store,omitempty"`
-	Entries []Entry `json:"entries"`
+	Store string `json:"store,omitempty"`
+	// PGSchema is the one schema a PostgreSQL archive holds (the search_path
+	// of the URL it was made from; pg_dump --schema), empty for the whole
+	// database. pg_restore loads it into that schema by name, so a restore
+	// is refused to a URL whose search_path names another.
+	PGSchema string  `json:"pg_schema,omitempty"`
+	Entries  []Entry `json:"entries"`
 	// Missing are contents the snapshot names that were gone from disk
 	// when they were copied (deleted meanwhile).
 	Missing []string `json:"missing,omitempty"`

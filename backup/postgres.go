@@ -179,6 +179,7 @@ func createPostgres(ctx context.Context, path string, o Options) (Manifest, erro
 	args := []string{"--format=custom", "--no-password", "--snapshot=" + snapshot, "--file=" + file}
 	if t.schema != "" {
 		args = append(args, "--schema="+t.schema)
+		m.PGSchema = t.schema
 	}
 	if err := t.run(ctx, dump, args...); err != nil {
 		return m, err
@@ -206,13 +207,16 @@ func pgHasData(ctx context.Context, url string) (bool, error) {
 // restorePostgres loads the checked dump into the database with
 // pg_restore in one transaction (an error changes nothing there); with
 // force the objects of the dump are dropped first.
-func restorePostgres(ctx context.Context, dumpFile string, o Options, force bool) error {
+func restorePostgres(ctx context.Context, m Manifest, dumpFile string, o Options, force bool) error {
 	prog, err := pgTool("pg_restore")
 	if err != nil {
 		return err
 	}
 	t, err := pgTargetOf(o.DB)
 	if err != nil {
+		return err
+	}
+	if err := pgSameSchema(m, t); err != nil {
 		return err
 	}
 	args := []string{"--no-password", "--no-owner", "--no-privileges", "--single-transaction", "--exit-on-error"}
@@ -224,6 +228,23 @@ func restorePostgres(ctx context.Context, dumpFile string, o Options, force bool
 		return fmt.Errorf("restoring the database (nothing of it was changed): %w", err)
 	}
 	return nil
+}
+
+// pgSameSchema refuses an archive of one schema for a target whose
+// search_path names another (or none): pg_restore would load the archive
+// into the schema it names, not the target's, and with --clean drop and
+// reload that schema, perhaps the live source's.
+func pgSameSchema(m Manifest, t pgTarget) error {
+	if m.PGSchema == t.schema {
+		return nil
+	}
+	name := func(s string) string {
+		if s == "" {
+			return "the whole database (no single schema in search_path)"
+		}
+		return "schema " + strconv.Quote(s)
+	}
+	return fmt.Errorf("the archive holds %s and the target's search_path is %s: pg_restore would write into the archive's, not the target's; nothing was restored (restore to a URL with the archive's search_path)", name(m.PGSchema), name(t.schema))
 }
 
 // pgDBName is the database name of url, for pg_restore's --dbname (which

@@ -137,7 +137,7 @@ func Restore(ctx context.Context, path string, o Options, force bool) (Manifest,
 		if o.FilesDir == "" && m.Files > 0 {
 			return m, fmt.Errorf("the archive holds %d files but no files directory is set (files.dir or --files-dir): nothing was restored", m.Files)
 		}
-		if err := restorePostgres(ctx, filepath.Join(stage, pgDumpEntry), o, force); err != nil {
+		if err := restorePostgres(ctx, m, filepath.Join(stage, pgDumpEntry), o, force); err != nil {
 			return m, err
 		}
 		if o.FilesDir != "" {

@@ -95,9 +95,18 @@ func (w *SharedWindow) Record(ctx context.Context, key string, now time.Time) (i
 }
 
 // Count implements Window: the shared count read now, with this process's
-// events not sent yet; this process's own count if Redis fails.
+// events not sent yet; this process's own count if Redis fails, and
+// without asking it while the last exchange failed (as Record): the storm
+// monitor counts its groups one after the other, and an unreachable Redis
+// would hold each count for its whole timeout.
 func (w *SharedWindow) Count(ctx context.Context, key string, now time.Time) (int, error) {
 	own, _ := w.local.Count(ctx, key, now)
+	w.mu.Lock()
+	down := w.down
+	w.mu.Unlock()
+	if down {
+		return own, nil
+	}
 	n, err := w.redis.Count(ctx, key, now)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -123,7 +132,14 @@ func (w *SharedWindow) Flush(ctx context.Context) {
 	w.mu.Lock()
 	batch := w.pending
 	if len(batch) == 0 {
+		down := w.down
 		w.mu.Unlock()
+		if down && w.redis.rdb.Ping(ctx).Err() == nil {
+			// Nothing to send, but Count asks Redis again.
+			w.mu.Lock()
+			w.down = false
+			w.mu.Unlock()
+		}
 		return
 	}
 	w.pending = make(map[string][]int64, len(batch))

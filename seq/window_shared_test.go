@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestSharedWindowTwoProcesses: two processes' SharedWindows on one Redis
@@ -109,5 +112,62 @@ func TestSharedWindowExchangesByItself(t *testing.T) {
 			t.Fatal("the event never reached Redis")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// callCounter counts the commands a redis client sends (or tries to).
+type callCounter struct{ n atomic.Int64 }
+
+func (c *callCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+}
+func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
+}
+
+// TestSharedWindowCountWhileDown: once an exchange has failed, Count
+// answers this process's own count as Record does, without a call to
+// Redis: the storm monitor counts every storming group in turn, and an
+// unreachable Redis (a partition, not a refused connection) made each
+// count wait for its whole timeout.
+func TestSharedWindowCountWhileDown(t *testing.T) {
+	ctx := context.Background()
+	r := startRedis(t)
+	c := r.client()
+	calls := &callCounter{}
+	c.AddHook(calls)
+	w := NewSharedWindow(NewRedisWindow(c, "d:", time.Minute, 1000, time.Minute), time.Hour, nil)
+	defer w.Close()
+	for range 3 {
+		w.Record(ctx, "g", time.Now())
+	}
+	w.Flush(ctx)
+	r.kill()
+	w.Record(ctx, "g", time.Now())
+	w.Flush(ctx) // fails: down
+	before := calls.n.Load()
+	if n, err := w.Count(ctx, "g", time.Now()); err != nil || n != 4 {
+		t.Fatalf("Count with Redis down = %d, %v; want this process's own 4", n, err)
+	}
+	if d := calls.n.Load() - before; d != 0 {
+		t.Fatalf("Count with Redis down made %d calls to Redis, want none", d)
+	}
+	// Back: an exchange with nothing to send finds it, and Count reads
+	// the shared count again.
+	r.restart()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		w.Flush(ctx)
+		before = calls.n.Load()
+		if _, err := w.Count(ctx, "g", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if calls.n.Load() > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Redis back, but Count never asks it again")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

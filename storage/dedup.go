@@ -48,13 +48,16 @@ var dedupChunk = 4096
 // dedupTick is how often the job looks at the levels' sizes.
 var dedupTick = 250 * time.Millisecond
 
-// dedupClaimSQL takes a slot: it adds (conv, sender, cmid_hash) -> seq to
-// dedup_0 unless some level holds the key already; no row affected means
-// the slot is taken (a retry, or another client_msg_id with that hash).
+// dedupClaimSQL takes a slot: it adds (conv, sender, cmid_hash ?3) -> seq
+// to dedup_0 unless some level holds a key from ?3 to ?4; no row affected
+// means a slot is taken (a retry, or another client_msg_id with that
+// hash). A probe (insertSlots) passes its slot twice; the fast path
+// (claimFirst) passes the hash's slots, all of which must be free.
 const dedupClaimSQL = `INSERT INTO dedup_0 (conv, sender, cmid_hash, seq)
-	SELECT ?1, ?2, ?3, ?4
-	WHERE NOT EXISTS (SELECT 1 FROM dedup_1 WHERE conv = ?1 AND sender = ?2 AND cmid_hash = ?3)
-	AND NOT EXISTS (SELECT 1 FROM dedup_2 WHERE conv = ?1 AND sender = ?2 AND cmid_hash = ?3)
+	SELECT ?1, ?2, ?3, ?5
+	WHERE NOT EXISTS (SELECT 1 FROM dedup_0 WHERE conv = ?1 AND sender = ?2 AND cmid_hash BETWEEN ?3 AND ?4)
+	AND NOT EXISTS (SELECT 1 FROM dedup_1 WHERE conv = ?1 AND sender = ?2 AND cmid_hash BETWEEN ?3 AND ?4)
+	AND NOT EXISTS (SELECT 1 FROM dedup_2 WHERE conv = ?1 AND sender = ?2 AND cmid_hash BETWEEN ?3 AND ?4)
 	ON CONFLICT DO NOTHING`
 
 // dedupFindSQL finds the message stored under a client_msg_id: the seqs
@@ -67,11 +70,31 @@ const dedupFindSQL = `SELECT ` + messageColumns + ` FROM messages WHERE conv = ?
 
 // claimSlot takes slot h for seq; false when it is taken.
 func claimSlot(t *wtx, conv, sender, h, seq int64) (bool, error) {
+	return claimRange(t, conv, sender, h, h, seq)
+}
+
+// claimFirst takes the first slot of cmid's hash for seq when every slot
+// of the hash is free in every level; false otherwise, and the caller
+// takes the slow path (findDuplicate, then insertSlots). Only the first
+// slot free is not enough: retention gives back the slot of a message it
+// deletes, and a client_msg_id with the same hash stored in the next slot
+// would then be stored again instead of answered (PROTOCOL guarantee 3).
+func claimFirst(t *wtx, conv, sender int64, cmid string, seq int64) (h int64, ok bool, err error) {
+	h = cmidHash(cmid)
+	hi := h + (cmidProbes - 1)
+	if hi < h {
+		return h, false, nil // the slots wrap past the largest int64: the slow path
+	}
+	ok, err = claimRange(t, conv, sender, h, hi, seq)
+	return h, ok, err
+}
+
+func claimRange(t *wtx, conv, sender, lo, hi, seq int64) (bool, error) {
 	st, err := t.stmt(dedupClaimSQL)
 	if err != nil {
 		return false, err
 	}
-	res, err := st.ExecContext(t.ctx, conv, sender, h, seq)
+	res, err := st.ExecContext(t.ctx, conv, sender, lo, hi, seq)
 	if err != nil {
 		return false, err
 	}

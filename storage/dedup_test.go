@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,5 +192,52 @@ func TestDedupCollisionAcrossLevels(t *testing.T) {
 	_, _, err = db.Append(ctx, chat.Message{Conv: "g0", From: "u0", ClientMsgID: "fifth", Kind: chat.KindText, Body: "x"})()
 	if err == nil || !strings.Contains(err.Error(), "share the hash") {
 		t.Fatalf("a fifth colliding client_msg_id: %v, want a refusal", err)
+	}
+}
+
+// TestDedupCollisionAfterRetention: of two client_msg_ids sharing a hash,
+// retention deletes the first (its slot is given back) but not the second,
+// stored in the next slot; a retry of the second still gets its first seq
+// (PROTOCOL guarantee 3), a text and a mutation alike, and a new
+// client_msg_id with that hash is still stored.
+func TestDedupCollisionAfterRetention(t *testing.T) {
+	collide(t)
+	ctx := context.Background()
+	stamps := []int64{100, 5000, 6000}
+	var i atomic.Int64
+	db, _ := openTest(t, Options{Clock: func() int64 {
+		n := i.Add(1) - 1
+		return stamps[min(n, int64(len(stamps)-1))]
+	}})
+	if err := db.CreateGroup(ctx, "g", "g", "u1", nil); err != nil {
+		t.Fatal(err)
+	}
+	old, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: "old", Kind: chat.KindText, Body: "x"})()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: "kept", Kind: chat.KindText, Body: "y"})()
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := true
+	react, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: "react", Kind: chat.KindReaction, Target: kept.Seq, Emoji: "e", On: &on})()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.DeleteBefore(ctx, time.UnixMilli(1000)); err != nil || n != 1 {
+		t.Fatalf("retention deleted %d (%v), want message %d alone", n, err, old.Seq)
+	}
+	got, dup, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: "kept", Kind: chat.KindText, Body: "again"})()
+	if err != nil || !dup || got.Seq != kept.Seq {
+		t.Fatalf("retry of the kept message: %+v dup %v %v, want seq %d", got, dup, err, kept.Seq)
+	}
+	got, dup, err = db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: "react", Kind: chat.KindReaction, Target: kept.Seq, Emoji: "e", On: &on})()
+	if err != nil || !dup || got.Seq != react.Seq {
+		t.Fatalf("retry of the reaction: %+v dup %v %v, want seq %d", got, dup, err, react.Seq)
+	}
+	got, dup, err = db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: "new", Kind: chat.KindText, Body: "z"})()
+	if err != nil || dup || got.Seq != react.Seq+1 {
+		t.Fatalf("a new client_msg_id with the hash: %+v dup %v %v, want seq %d", got, dup, err, react.Seq+1)
 	}
 }

@@ -42,10 +42,10 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	if hasExtras(&m) || len(m.Attachments) > 0 {
 		return w.appendExtras(t, j, m)
 	}
-	// Taking the hash's first slot in the dedup levels decides duplicates:
-	// one statement for the common case, a look-up only for a retry.
-	h := cmidHash(m.ClientMsgID)
-	claimed, err := claimSlot(t, j.sender.convKey, j.sender.userKey, h, m.Seq)
+	// Taking the hash's first slot in the dedup levels, all its slots
+	// free, decides duplicates: one statement for the common case, a
+	// look-up only for a retry.
+	h, claimed, err := claimFirst(t, j.sender.convKey, j.sender.userKey, m.ClientMsgID, m.Seq)
 	if err != nil {
 		return err
 	}
@@ -120,11 +120,14 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 	// mutation whose slot is taken, looks for a retry first.
 	fresh := false
 	if m.Kind != chat.KindText && len(m.Attachments) == 0 {
-		var err error
-		first := cmidSlots(m.ClientMsgID)
-		if fresh, err = insertSlots(t, j, &m, 0, first[:1]); err != nil {
+		h, ok, err := claimFirst(t, j.sender.convKey, j.sender.userKey, m.ClientMsgID, m.Seq)
+		if err == nil && ok {
+			err = insertRow(t, j, &m, 0, h)
+		}
+		if err != nil {
 			return err
 		}
+		fresh = ok
 	}
 	if !fresh {
 		if found, err := w.findDuplicate(t, j, m); found || err != nil {
