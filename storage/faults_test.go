@@ -197,7 +197,7 @@ func TestDiskFullDuringMigration(t *testing.T) {
 
 // TestCopyMigrationHelperProcess is the process TestKillDuringCopyMigration
 // kills: it opens (and so migrates) the database it is given, copying in
-// small batches (migration 0006's or 0009's, as asked), logging each to
+// small batches (migration 0006's, 0009's or 0010's), logging each to
 // stdout.
 func TestCopyMigrationHelperProcess(t *testing.T) {
 	path := os.Getenv("IMSERVER_COPY_TEST_DB")
@@ -206,6 +206,7 @@ func TestCopyMigrationHelperProcess(t *testing.T) {
 	}
 	storage.SetKeysBatchForTest(100)
 	storage.SetLayoutBatchForTest(100)
+	storage.SetDedupBatchForTest(100)
 	db, err := storage.Open(context.Background(), path, storage.Options{Logger: slog.New(slog.NewTextHandler(os.Stdout, nil))})
 	if err != nil {
 		fmt.Println("error:", err)
@@ -216,16 +217,24 @@ func TestCopyMigrationHelperProcess(t *testing.T) {
 }
 
 // TestKillDuringCopyMigration: a process killed (SIGKILL) in the middle of
-// the copy of migration 0006 (integer keys, from schema 5) or 0009
-// (arrival order, from schema 8) leaves the database at its schema with
-// the batches it committed; the next start goes on from there (it copies
-// fewer messages than there are) to the end, with every message there
-// once, the dedup intact and integrity_check passing.
+// the copy of migration 0006 (integer keys, from schema 5), 0009 (arrival
+// order, from schema 8) or 0010 (dedup levels, from schema 9) leaves the
+// database at its schema with the batches it committed; the next start
+// goes on from there (it copies fewer rows than there are) to the end,
+// with every message there once, the dedup intact (retries of messages
+// from before and after the kill get their first seq) and
+// integrity_check passing.
 func TestKillDuringCopyMigration(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		schema int
-	}{{"0006", 5}, {"0009", 8}} {
+		marker string // the copy's progress lines say this
+		check  func(t *testing.T, path string, total int)
+	}{
+		{"0006", 5, "copying messages", nil},
+		{"0009", 8, "copying messages", nil},
+		{"0010", 9, "copying the dedup index", checkDedupCopied},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "old.db")
 			const total = 5000
@@ -233,12 +242,15 @@ func TestKillDuringCopyMigration(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			killDuringCopy(t, path, c.schema, want, total)
+			killDuringCopy(t, path, c.schema, c.marker, want, total)
+			if c.check != nil {
+				c.check(t, path, total)
+			}
 		})
 	}
 }
 
-func killDuringCopy(t *testing.T, path string, schema int, want map[string][]string, total int) {
+func killDuringCopy(t *testing.T, path string, schema int, marker string, want map[string][]string, total int) {
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestCopyMigrationHelperProcess$", "-test.v")
 	cmd.Env = append(os.Environ(), "IMSERVER_COPY_TEST_DB="+path)
 	out, err := cmd.StdoutPipe()
@@ -252,7 +264,7 @@ func killDuringCopy(t *testing.T, path string, schema int, want map[string][]str
 	sc := bufio.NewScanner(out)
 	batches := 0
 	for batches < 5 && sc.Scan() {
-		if strings.Contains(sc.Text(), "copying messages") {
+		if strings.Contains(sc.Text(), marker) {
 			batches++
 		}
 	}
@@ -267,8 +279,10 @@ func killDuringCopy(t *testing.T, path string, schema int, want map[string][]str
 	var log strings.Builder
 	defer storage.SetKeysBatchForTest(100000)
 	defer storage.SetLayoutBatchForTest(100000)
+	defer storage.SetDedupBatchForTest(500000)
 	storage.SetKeysBatchForTest(100)
 	storage.SetLayoutBatchForTest(100)
+	storage.SetDedupBatchForTest(100)
 	db, err := storage.Open(context.Background(), path, storage.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatalf("start after the kill: %v", err)
@@ -321,5 +335,24 @@ func killDuringCopy(t *testing.T, path string, schema int, want map[string][]str
 		if err != nil || !dup || m.ClientMsgID != cmid || m.Body == "again" {
 			t.Fatalf("retry of %s: %+v dup %v %v", cmid, m, dup, err)
 		}
+	}
+}
+
+// checkDedupCopied: after migration 0010 every message has its dedup entry
+// once, in one level, and the old index is gone.
+func checkDedupCopied(t *testing.T, path string, total int) {
+	raw, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var entries, distinct, index int
+	if err := raw.QueryRow(`SELECT (SELECT COUNT(*) FROM dedup_0) + (SELECT COUNT(*) FROM dedup_1) + (SELECT COUNT(*) FROM dedup_2),
+		(SELECT COUNT(*) FROM (SELECT conv, seq FROM dedup_0 UNION SELECT conv, seq FROM dedup_1 UNION SELECT conv, seq FROM dedup_2)),
+		(SELECT COUNT(*) FROM sqlite_master WHERE name = 'messages_cmid')`).Scan(&entries, &distinct, &index); err != nil {
+		t.Fatal(err)
+	}
+	if entries != total || distinct != total || index != 0 {
+		t.Fatalf("%d dedup entries for %d messages (%d distinct), old index left: %d", entries, total, distinct, index)
 	}
 }
