@@ -56,8 +56,8 @@ func copyDedupBatch(ctx context.Context, tx *sql.Tx) (int64, error) {
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, err
 	}
-	// The copy walks the index in its order; seq comes from each
-	// entry's row (since 0009 the index holds the rowid, not seq).
+	// The copy reads the index alone, in its order (0009 made it
+	// carry seq).
 	res, err := tx.ExecContext(ctx, `INSERT INTO dedup_2 (conv, sender, cmid_hash, seq)
 		SELECT conv, sender, cmid_hash, seq FROM messages INDEXED BY messages_cmid
 		WHERE (conv, sender, cmid_hash) > (?, ?, ?) ORDER BY conv, sender, cmid_hash LIMIT ?`,

@@ -65,12 +65,15 @@ const layoutTable = `CREATE TABLE messages_v9 (
 
 // layoutSwap replaces the old table by the new one and builds its indexes
 // (after the copy: one sorted build each instead of a random insert per
-// row).
+// row). messages_cmid lives only until 0010, which runs next in the same
+// start, copies it into the dedup levels and drops it: it carries seq so
+// that the copy reads the index alone, and need not be unique (the rows
+// it indexes were).
 var layoutSwap = []string{
 	`DROP TABLE messages`,
 	`ALTER TABLE messages_v9 RENAME TO messages`,
 	`CREATE UNIQUE INDEX messages_seq ON messages (conv, seq)`,
-	`CREATE UNIQUE INDEX messages_cmid ON messages (conv, sender, cmid_hash)`,
+	`CREATE INDEX messages_cmid ON messages (conv, sender, cmid_hash, seq)`,
 	`CREATE INDEX messages_targets ON messages (conv, target) WHERE target IS NOT NULL`,
 }
 

@@ -111,9 +111,6 @@ func (q *Queue[J]) Close() {
 	<-q.done
 }
 
-// Size is the most jobs a batch holds.
-func (q *Queue[J]) Size() int { return q.size }
-
 // Fill adds queued jobs to batch up to the batch size, waiting up to the
 // queue's delay for more when it has one.
 func (q *Queue[J]) Fill(batch []J) []J {
