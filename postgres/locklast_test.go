@@ -33,6 +33,25 @@ func waitForLockWait(t *testing.T, conn *pgx.Conn) {
 	t.Fatal("no backend came to wait for a lock")
 }
 
+// otherTx opens a connection of its own to url (another node, as far as
+// the store can tell) and begins a transaction on it; both end with the
+// test.
+func otherTx(t *testing.T, url string) (*pgx.Conn, pgx.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	other, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close(ctx) })
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	return other, tx
+}
+
 // TestLockLastGivesWay builds the one cycle the two lock orders allow: a
 // batch of messages holds its conversation's row and waits for the version
 // counter, which another node's function batch holds (here a transaction
@@ -47,16 +66,7 @@ func TestLockLastGivesWay(t *testing.T) {
 	if err := db.CreateGroup(ctx, "g", "g", "u", []string{"v"}); err != nil {
 		t.Fatal(err)
 	}
-	other, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(ctx)
-	tx, err := other.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
+	other, tx := otherTx(t, url)
 	var v0 int64
 	if err := tx.QueryRow(ctx, `SELECT value FROM counters WHERE name = 'version' FOR UPDATE`).Scan(&v0); err != nil {
 		t.Fatal(err)
@@ -271,16 +281,7 @@ func TestQueuedJoinWhileRowsAwaited(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	other, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(ctx)
-	tx, err := other.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
+	other, tx := otherTx(t, url)
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM conversations WHERE id = 'g' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
