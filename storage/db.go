@@ -199,7 +199,12 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if opts.Redis != nil {
 		seqs = newRedisSeqs(seq.NewRedisAllocator(opts.Redis, opts.RedisPrefix, txBounds{}, opts.RedisAlloc))
 	}
-	if db.w, err = newWriter(ctx, w, seqs, db.keys, db.ckpt, opts); err != nil {
+	mem, err := loadMemLevel(ctx, w)
+	if err != nil {
+		db.ckpt.close()
+		return nil, errors.Join(fmt.Errorf("open %s: reading the newest dedup level: %w", path, err), r.Close(), c.Close(), w.Close())
+	}
+	if db.w, err = newWriter(ctx, w, seqs, db.keys, mem, db.ckpt, opts); err != nil {
 		db.ckpt.close()
 		return nil, errors.Join(err, r.Close(), c.Close(), w.Close())
 	}

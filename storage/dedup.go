@@ -1,42 +1,46 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
 )
 
-// The dedup key (conv, sender, cmid_hash) -> seq lives in levels, tables
-// dedup_0 .. dedup_2 (migration 0010), smallest and newest first, as in a
-// log-structured merge tree. A key is in exactly one level.
+// The dedup key (conv, sender, cmid_hash) -> seq lives in levels, smallest
+// and newest first, as in a log-structured merge tree: level 0 in memory
+// (dedup_mem.go), then the tables dedup_1 and dedup_2. A key is in one
+// level, or briefly in two with the same seq while the compactor moves it.
 //
 // Why: a client_msg_id is random (a UUID), so with one index over every
 // message each append wrote its entry to a random leaf of an index that
 // grows with the history: at 10M messages about one page of its own per
 // message, written to the WAL and copied back by the checkpoint, where
 // appends into an empty database shared a few hot pages. Now an append
-// writes its entry into dedup_0, which stays small enough (dedupLimits)
-// that a batch's entries share its pages, and only reads the bigger
-// levels to prove the key absent. A background job moves a full level's entries into the
+// puts its entry in memory and only reads the levels on file to prove the
+// key absent. A background job moves a full level's entries into the
 // next one in key order, a chunk per writer transaction: a chunk of keys
 // in order lands on a run of neighbouring leaves of the next level, so a
 // page written by a move takes many entries instead of one.
 //
-// PROTOCOL guarantee 3 holds whatever level an entry is in: the insert
-// (dedupClaimSQL) checks every level in the writer's transaction, and
+// PROTOCOL guarantee 3 holds whatever level an entry is in: a claim
+// (claimRange) checks every level in the writer's transaction, and
 // findDuplicate reads every level.
 
-// dedupLevels is the number of dedup tables; the last has no bound.
+// dedupLevels is the number of levels, the one in memory included; the
+// last has no bound.
 const dedupLevels = 3
 
-// dedupLimits[k] is how many entries dedup_k may hold before the job
-// moves them into dedup_k+1. dedup_0's bound keeps it to a few hundred
-// pages, which a batch of appends shares; dedup_1's makes each move into
+// dedupLimits[k] is how many entries level k may hold before the job
+// moves them into level k+1. Level 0's bound keeps a start's reading of
+// it short (its messages are read back) and a move's chunks in the key
+// range of a few hundred pages of dedup_1; dedup_1's makes each move into
 // the last level take about 20 entries per page it writes at 10M
 // messages (the last level is then about 55,000 pages). Tests shrink them.
 var dedupLimits = [dedupLevels - 1]int64{32768, 1 << 20}
@@ -48,28 +52,23 @@ var dedupChunk = 4096
 // dedupTick is how often the job looks at the levels' sizes.
 var dedupTick = 250 * time.Millisecond
 
-// dedupClaimSQL takes a slot: it adds (conv, sender, cmid_hash ?3) -> seq
-// to dedup_0 unless some level holds a key from ?3 to ?4; no row affected
-// means a slot is taken (a retry, or another client_msg_id with that
-// hash). A probe (insertSlots) passes its slot twice; the fast path
-// (claimFirst) passes the hash's slots, all of which must be free.
-const dedupClaimSQL = `INSERT INTO dedup_0 (conv, sender, cmid_hash, seq)
-	SELECT ?1, ?2, ?3, ?5
-	WHERE NOT EXISTS (SELECT 1 FROM dedup_0 WHERE conv = ?1 AND sender = ?2 AND cmid_hash BETWEEN ?3 AND ?4)
-	AND NOT EXISTS (SELECT 1 FROM dedup_1 WHERE conv = ?1 AND sender = ?2 AND cmid_hash BETWEEN ?3 AND ?4)
-	AND NOT EXISTS (SELECT 1 FROM dedup_2 WHERE conv = ?1 AND sender = ?2 AND cmid_hash BETWEEN ?3 AND ?4)
-	ON CONFLICT DO NOTHING`
+// dedupProbeSQL tells whether a level on file holds a key of (conv,
+// sender) from ?3 to ?4.
+const dedupProbeSQL = `SELECT EXISTS (SELECT 1 FROM dedup_1 WHERE conv = ?1 AND sender = ?2 AND cmid_hash BETWEEN ?3 AND ?4)
+	OR EXISTS (SELECT 1 FROM dedup_2 WHERE conv = ?1 AND sender = ?2 AND cmid_hash BETWEEN ?3 AND ?4)`
 
 // dedupFindSQL finds the message stored under a client_msg_id: the seqs
-// of its slots in every level, confirmed by the stored text.
+// of its slots in the levels on file and in memory (?8 to ?11, -1 for
+// none), confirmed by the stored text.
 const dedupFindSQL = `SELECT ` + messageColumns + ` FROM messages WHERE conv = ?1 AND seq IN (
-		SELECT seq FROM dedup_0 WHERE conv = ?1 AND sender = ?2 AND cmid_hash IN (?3, ?4, ?5, ?6)
-		UNION ALL SELECT seq FROM dedup_1 WHERE conv = ?1 AND sender = ?2 AND cmid_hash IN (?3, ?4, ?5, ?6)
-		UNION ALL SELECT seq FROM dedup_2 WHERE conv = ?1 AND sender = ?2 AND cmid_hash IN (?3, ?4, ?5, ?6))
+		SELECT seq FROM dedup_1 WHERE conv = ?1 AND sender = ?2 AND cmid_hash IN (?3, ?4, ?5, ?6)
+		UNION ALL SELECT seq FROM dedup_2 WHERE conv = ?1 AND sender = ?2 AND cmid_hash IN (?3, ?4, ?5, ?6)
+		UNION ALL VALUES (?8), (?9), (?10), (?11))
 	AND sender = ?2 AND client_msg_id = ?7`
 
-// claimSlot takes slot h for seq; false when it is taken.
-func claimSlot(t *wtx, conv, sender, h, seq int64) (bool, error) {
+// claimSlot takes slot h for seq; false when it is taken. The id is the
+// message row's (the caller inserts it next).
+func claimSlot(t *wtx, conv, sender, h, seq int64) (id int64, ok bool, err error) {
 	return claimRange(t, conv, sender, h, h, seq)
 }
 
@@ -79,35 +78,101 @@ func claimSlot(t *wtx, conv, sender, h, seq int64) (bool, error) {
 // slot free is not enough: retention gives back the slot of a message it
 // deletes, and a client_msg_id with the same hash stored in the next slot
 // would then be stored again instead of answered (PROTOCOL guarantee 3).
-func claimFirst(t *wtx, conv, sender int64, cmid string, seq int64) (h int64, ok bool, err error) {
+func claimFirst(t *wtx, conv, sender int64, cmid string, seq int64) (h, id int64, ok bool, err error) {
 	h = cmidHash(cmid)
 	hi := h + (cmidProbes - 1)
 	if hi < h {
-		return h, false, nil // the slots wrap past the largest int64: the slow path
+		return h, 0, false, nil // the slots wrap past the largest int64: the slow path
 	}
-	ok, err = claimRange(t, conv, sender, h, hi, seq)
-	return h, ok, err
+	id, ok, err = claimRange(t, conv, sender, h, hi, seq)
+	return h, id, ok, err
 }
 
-func claimRange(t *wtx, conv, sender, lo, hi, seq int64) (bool, error) {
-	st, err := t.stmt(dedupClaimSQL)
+// claimRange takes slot lo for seq when every slot from lo to hi is free
+// in every level, and returns the id of the message row to insert.
+func claimRange(t *wtx, conv, sender, lo, hi, seq int64) (int64, bool, error) {
+	m, err := t.mem()
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
-	res, err := st.ExecContext(t.ctx, conv, sender, lo, hi, seq)
+	for h := lo; ; h++ {
+		if _, ok := m.get(t.w.mem, dedupKey{conv, sender, h}); ok {
+			return 0, false, nil
+		}
+		if h == hi {
+			break
+		}
+	}
+	st, err := t.stmt(dedupProbeSQL)
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
-	n, err := res.RowsAffected()
-	return n > 0, err
+	var taken bool
+	if err := st.QueryRowContext(t.ctx, conv, sender, lo, hi).Scan(&taken); err != nil || taken {
+		return 0, false, err
+	}
+	id := m.nextID()
+	m.put(dedupKey{conv, sender, lo}, seq, id)
+	return id, true, nil
+}
+
+// dedupUnclaim gives back slot h of (conv, sender), claimed in this
+// transaction by a message that is refused after all (unstore).
+func dedupUnclaim(t *wtx, conv, sender, h int64) error {
+	m, err := t.mem()
+	if err != nil {
+		return err
+	}
+	m.drop(dedupKey{conv, sender, h})
+	return nil
+}
+
+// memSlots returns the seqs the level in memory holds for slots, -1 for
+// none (dedupFindSQL's ?8 to ?11).
+func memSlots(t *wtx, conv, sender int64, slots [cmidProbes]int64) ([cmidProbes]int64, error) {
+	var seqs [cmidProbes]int64
+	m, err := t.mem()
+	if err != nil {
+		return seqs, err
+	}
+	for i, h := range slots {
+		seqs[i] = -1
+		if seq, ok := m.get(t.w.mem, dedupKey{conv, sender, h}); ok {
+			seqs[i] = seq
+		}
+	}
+	return seqs, nil
 }
 
 // dedupForget removes the dedup entries of conv's messages up to seq last
 // (retention), from every level: a message that is gone no longer
 // answers a retry.
 func dedupForget(t *wtx, conv, last int64) error {
-	for k := range dedupLevels {
-		q := `DELETE FROM dedup_` + strconv.Itoa(k) + ` WHERE (conv, sender, cmid_hash) IN
+	m, err := t.mem()
+	if err != nil {
+		return err
+	}
+	rows, err := t.QueryContext(t.ctx, `SELECT sender, cmid_hash FROM messages WHERE conv = ?1 AND seq <= ?2 AND id > ?3`, conv, last, t.w.mem.mark)
+	if err != nil {
+		return err
+	}
+	var keys []dedupKey
+	for rows.Next() {
+		k := dedupKey{conv: conv}
+		if err := rows.Scan(&k.sender, &k.hash); err != nil {
+			rows.Close()
+			return err
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		m.drop(k)
+	}
+	for _, table := range []string{"dedup_1", "dedup_2"} {
+		q := `DELETE FROM ` + table + ` WHERE (conv, sender, cmid_hash) IN
 			(SELECT conv, sender, cmid_hash FROM messages WHERE conv = ?1 AND seq <= ?2)`
 		if _, err := t.ExecContext(t.ctx, q, conv, last); err != nil {
 			return err
@@ -128,8 +193,8 @@ type compactor struct {
 	log  *slog.Logger
 	stop chan struct{}
 	done chan struct{}
-	// sizes[k] is dedup_k's size as the job last counted it; the moves
-	// it makes keep it current, appends only ever add to dedup_0.
+	// sizes[1] is dedup_1's size as the job last counted it; the moves
+	// it makes keep it current. Level 0 counts itself (memLevel.size).
 	sizes [dedupLevels - 1]atomic.Int64
 	// moved counts the entries moved, for tests and benchmarks.
 	moved atomic.Int64
@@ -154,7 +219,7 @@ func (c *compactor) loop() {
 		<-c.stop
 		cancel()
 	}()
-	// dedup_1 is counted once; dedup_0, small, at every tick.
+	// dedup_1 is counted once.
 	counted := false
 	tick := time.NewTicker(dedupTick)
 	defer tick.Stop()
@@ -187,20 +252,93 @@ func (c *compactor) count(ctx context.Context, k int) (int64, error) {
 
 // pass moves every full level into the next, smallest level first.
 func (c *compactor) pass(ctx context.Context) error {
-	n0, err := c.count(ctx, 0)
-	if err != nil {
-		return err
-	}
-	c.sizes[0].Store(n0)
+	c.sizes[0].Store(c.db.w.mem.size.Load())
 	for k := range dedupLevels - 1 {
 		if c.sizes[k].Load() < dedupLimits[k] {
 			continue
 		}
-		if err := c.moveLevel(ctx, k); err != nil {
+		move := c.moveLevel
+		if k == 0 {
+			move = c.moveMem
+		}
+		if err := move(ctx, k); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// chunkFor is the chunk a move of level k takes. Under a full load the
+// job's transactions wait behind batches of appends and the level
+// outgrows its bound: bigger chunks then, so that the job keeps up (up to
+// 8 times the chunk).
+func (c *compactor) chunkFor(k int) int {
+	return dedupChunk * int(min(8, max(1, c.sizes[k].Load()/dedupLimits[k])))
+}
+
+// moveMem moves level 0 (in memory) into dedup_1: the entries it holds
+// now, in key order, a chunk per transaction, each row taken from the
+// messages table (a message deleted meanwhile is skipped); then the mark
+// rises to the largest id moved and the level drops what is below it.
+// Until then the moved keys are in both levels, with the same seq. A
+// process that stops midway moves them again (INSERT OR IGNORE).
+func (c *compactor) moveMem(ctx context.Context, _ int) error {
+	var snap []memKeyed
+	var upto int64
+	if err := c.db.w.exec(ctx, func(t *wtx) error {
+		l := t.w.mem
+		upto = l.seen
+		snap = l.entries(upto)
+		return nil
+	}); err != nil {
+		return err
+	}
+	slices.SortFunc(snap, func(a, b memKeyed) int { return cmpKeys(a.k, b.k) })
+	chunk := c.chunkFor(0)
+	for len(snap) > 0 {
+		part := snap[:min(chunk, len(snap))]
+		snap = snap[len(part):]
+		ids := make([]byte, 0, 12*len(part))
+		ids = append(ids, '[')
+		for i, e := range part {
+			if i > 0 {
+				ids = append(ids, ',')
+			}
+			ids = strconv.AppendInt(ids, e.e.id, 10)
+		}
+		ids = append(ids, ']')
+		var n int64
+		if err := c.db.w.exec(ctx, func(t *wtx) error {
+			res, err := t.ExecContext(t.ctx, `INSERT OR IGNORE INTO dedup_1 (conv, sender, cmid_hash, seq)
+				SELECT conv, sender, cmid_hash, seq FROM messages WHERE id IN (SELECT value FROM json_each(?))
+				ORDER BY conv, sender, cmid_hash`, string(ids))
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		}); err != nil {
+			return err
+		}
+		c.moved.Add(n)
+		c.sizes[1].Add(n)
+	}
+	return c.db.w.exec(ctx, func(t *wtx) error {
+		m, err := t.mem()
+		if err != nil {
+			return err
+		}
+		if _, err := t.ExecContext(t.ctx, `UPDATE counters SET value = MAX(value, ?) WHERE name = 'dedup_mark'`, upto); err != nil {
+			return err
+		}
+		m.raiseTo(upto)
+		return nil
+	})
+}
+
+// cmpKeys orders keys as the levels' primary keys do.
+func cmpKeys(a, b dedupKey) int {
+	return cmp.Or(cmp.Compare(a.conv, b.conv), cmp.Compare(a.sender, b.sender), cmp.Compare(a.hash, b.hash))
 }
 
 // moveLevel moves dedup_k's entries into dedup_k+1, a chunk per
@@ -209,10 +347,7 @@ func (c *compactor) pass(ctx context.Context) error {
 func (c *compactor) moveLevel(ctx context.Context, k int) error {
 	from, to := "dedup_"+strconv.Itoa(k), "dedup_"+strconv.Itoa(k+1)
 	at := dedupBelowAll
-	// Under a full load the job's transactions wait behind batches of
-	// appends and the level outgrows its bound: bigger chunks then, so
-	// that the job keeps up (up to 8 times the chunk).
-	chunk := dedupChunk * int(min(8, max(1, c.sizes[k].Load()/dedupLimits[k])))
+	chunk := c.chunkFor(k)
 	for {
 		var n int64
 		var last bool
@@ -226,15 +361,10 @@ func (c *compactor) moveLevel(ctx context.Context, k int) error {
 		}
 		c.moved.Add(n)
 		c.sizes[k].Add(-n)
-		if k+1 < len(c.sizes) {
-			c.sizes[k+1].Add(n)
-		}
 		if last {
-			if k > 0 {
-				// Retention deletes from the levels too: count again.
-				if m, err := c.count(ctx, k); err == nil {
-					c.sizes[k].Store(m)
-				}
+			// Retention deletes from the levels too: count again.
+			if m, err := c.count(ctx, k); err == nil {
+				c.sizes[k].Store(m)
 			}
 			return nil
 		}

@@ -2,6 +2,8 @@ package storage
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -20,17 +22,42 @@ func smallLevels(t *testing.T) {
 	t.Cleanup(func() { dedupLimits, dedupChunk, dedupTick = limits, chunk, tick })
 }
 
-// levelSizes returns how many entries each dedup level holds, and how many
-// keys are in more than one.
+// levelSizes returns how many entries each dedup level holds (level 0
+// is in memory), and how many keys are in more than one. A key is in two
+// levels only while the job moves it out of memory (moveMem), in both
+// with its seq.
 func levelSizes(t *testing.T, db *DB) (sizes [dedupLevels]int, twice int) {
 	t.Helper()
-	for k := range dedupLevels {
-		if err := db.readers.QueryRow(fmt.Sprintf(`SELECT COUNT(*) FROM dedup_%d`, k)).Scan(&sizes[k]); err != nil {
-			t.Fatal(err)
+	// The level in memory is the writer's: read in one of its
+	// transactions, the same as the levels on file.
+	err := db.w.exec(context.Background(), func(tx *wtx) error {
+		sizes[0] = len(db.w.mem.keys)
+		for k := 1; k < dedupLevels; k++ {
+			if err := tx.QueryRowContext(tx.ctx, fmt.Sprintf(`SELECT COUNT(*) FROM dedup_%d`, k)).Scan(&sizes[k]); err != nil {
+				return err
+			}
 		}
-	}
-	if err := db.readers.QueryRow(`SELECT COUNT(*) FROM (SELECT conv, sender, cmid_hash FROM
-		(SELECT * FROM dedup_0 UNION ALL SELECT * FROM dedup_1 UNION ALL SELECT * FROM dedup_2) GROUP BY 1, 2, 3 HAVING COUNT(*) > 1)`).Scan(&twice); err != nil {
+		if err := tx.QueryRowContext(tx.ctx, `SELECT COUNT(*) FROM (SELECT conv, sender, cmid_hash FROM
+			(SELECT * FROM dedup_1 UNION ALL SELECT * FROM dedup_2) GROUP BY 1, 2, 3 HAVING COUNT(*) > 1)`).Scan(&twice); err != nil {
+			return err
+		}
+		for k, e := range db.w.mem.keys {
+			var seq int64
+			err := tx.QueryRowContext(tx.ctx, `SELECT seq FROM dedup_1 WHERE conv = ?1 AND sender = ?2 AND cmid_hash = ?3
+				UNION ALL SELECT seq FROM dedup_2 WHERE conv = ?1 AND sender = ?2 AND cmid_hash = ?3`, k.conv, k.sender, k.hash).Scan(&seq)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			} else if err != nil {
+				return err
+			}
+			if seq != e.seq {
+				return fmt.Errorf("key %v: seq %d in memory, %d on file", k, e.seq, seq)
+			}
+			sizes[0]--
+		}
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return sizes, twice
@@ -239,5 +266,148 @@ func TestDedupCollisionAfterRetention(t *testing.T) {
 	got, dup, err = db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: "new", Kind: chat.KindText, Body: "z"})()
 	if err != nil || dup || got.Seq != react.Seq+1 {
 		t.Fatalf("a new client_msg_id with the hash: %+v dup %v %v, want seq %d", got, dup, err, react.Seq+1)
+	}
+}
+
+// TestDedupMemoryLevelReadBack: the level in memory is read back from the
+// messages above the mark when the store opens again, so a retry after a
+// restart gets the first seq; and message ids are never handed out twice,
+// even after retention deleted the newest rows (the level's "rows above
+// the last id seen" must not miss a new row that took an old id).
+func TestDedupMemoryLevelReadBack(t *testing.T) {
+	ctx := context.Background()
+	stamps := []int64{100, 100, 100, 5000}
+	var i atomic.Int64
+	opts := Options{Clock: func() int64 {
+		n := i.Add(1) - 1
+		return stamps[min(n, int64(len(stamps)-1))]
+	}}
+	path := filepath.Join(t.TempDir(), "m.db")
+	db, err := Open(ctx, path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateGroup(ctx, "g", "g", "u1", nil); err != nil {
+		t.Fatal(err)
+	}
+	maxID := func(db *DB) (n int64) {
+		t.Helper()
+		if err := db.readers.QueryRow(`SELECT COALESCE(MAX(id), 0) FROM messages`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, id := range []string{"c1", "c2", "c3"} {
+		if _, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: id})(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	top := maxID(db)
+	if n, err := db.DeleteBefore(ctx, time.UnixMilli(1000)); err != nil || n != 3 {
+		t.Fatalf("retention deleted %d (%v), want 3", n, err)
+	}
+	kept, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: "kept", Kind: chat.KindText, Body: "k"})()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := maxID(db); got <= top {
+		t.Fatalf("a message stored after retention emptied the table has id %d, not above the %d handed out before", got, top)
+	}
+	if n := db.w.mem.size.Load(); n != 1 {
+		t.Fatalf("the level in memory holds %d keys, want the new message's alone", n)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err = Open(ctx, path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n := db.w.mem.size.Load(); n != 1 {
+		t.Fatalf("read back: the level in memory holds %d keys, want 1", n)
+	}
+	got, dup, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: "kept", Kind: chat.KindText, Body: "again"})()
+	if err != nil || !dup || got.Seq != kept.Seq || got.Body != "k" {
+		t.Fatalf("retry after reopening: %+v dup %v %v, want seq %d", got, dup, err, kept.Seq)
+	}
+	// The deleted messages' client_msg_ids are free again.
+	got, dup, err = db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: "c1", Kind: chat.KindText, Body: "c1 again"})()
+	if err != nil || dup || got.Seq != kept.Seq+1 {
+		t.Fatalf("c1 after retention: %+v dup %v %v, want a new message, seq %d", got, dup, err, kept.Seq+1)
+	}
+}
+
+// TestMigration0011: a database at schema 10 whose newest dedup keys are
+// in dedup_0 (as the schema-10 writer left them) is migrated: dedup_0's
+// keys join dedup_1, dedup_0 is gone, every message is below the mark (the
+// level in memory starts empty), retries of messages whose key was in
+// either table get their first seq, and new messages take ids above the
+// old ones.
+func TestMigration0011(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v10.db")
+	const msgs = 300
+	if _, err := MakeSchemaForTest(path, 10, 2, 3, msgs); err != nil {
+		t.Fatal(err)
+	}
+	// The schema-10 copy put every key in dedup_2; the newest 40 go to
+	// dedup_0, where the schema-10 writer had them.
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO dedup_0 SELECT d.* FROM dedup_2 d JOIN messages m ON (m.conv, m.sender, m.cmid_hash) = (d.conv, d.sender, d.cmid_hash) WHERE m.id > ` + fmt.Sprint(msgs-40),
+		`DELETE FROM dedup_2 WHERE (conv, sender, cmid_hash) IN (SELECT conv, sender, cmid_hash FROM dedup_0)`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var in0 int
+	if err := raw.QueryRow(`SELECT COUNT(*) FROM dedup_0`).Scan(&in0); err != nil || in0 != 40 {
+		t.Fatalf("dedup_0 holds %d keys (%v), want 40", in0, err)
+	}
+	raw.Close()
+
+	db, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var tables, onFile, hi, mark int
+	if err := db.readers.QueryRow(`SELECT (SELECT COUNT(*) FROM sqlite_master WHERE name = 'dedup_0'),
+		(SELECT COUNT(*) FROM dedup_1) + (SELECT COUNT(*) FROM dedup_2),
+		(SELECT value FROM counters WHERE name = 'messages_hi'), (SELECT value FROM counters WHERE name = 'dedup_mark')`).Scan(&tables, &onFile, &hi, &mark); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 || onFile != msgs || hi != msgs || mark != msgs {
+		t.Fatalf("after 0011: dedup_0 tables %d, keys on file %d, messages_hi %d, dedup_mark %d; want 0, %d, %d, %d", tables, onFile, hi, mark, msgs, msgs, msgs)
+	}
+	if n := db.w.mem.size.Load(); n != 0 {
+		t.Fatalf("the level in memory holds %d keys after the migration, want 0", n)
+	}
+	// Retries: message i is c<i> in g<i%3>, sent by [gone u0 u1][(i/3)%3]
+	// (MakeSchema5ForTest); the gone sender has no account to retry with.
+	for i := range msgs {
+		from := []string{"gone", "u0", "u1"}[(i/3)%3]
+		if from == "gone" {
+			continue
+		}
+		cmid := fmt.Sprint("c", i)
+		m, dup, err := db.Append(ctx, chat.Message{Conv: fmt.Sprint("g", i%3), From: from, ClientMsgID: cmid, Kind: chat.KindText, Body: "again"})()
+		if err != nil || !dup || m.ClientMsgID != cmid || m.Body == "again" {
+			t.Fatalf("retry of %s (key in dedup_%d before): %+v dup %v %v", cmid, map[bool]int{true: 0, false: 2}[i >= msgs-40], m, dup, err)
+		}
+	}
+	m, dup, err := db.Append(ctx, chat.Message{Conv: "g0", From: "u0", ClientMsgID: "new", Kind: chat.KindText, Body: "new"})()
+	if err != nil || dup {
+		t.Fatalf("a new message: %+v dup %v %v", m, dup, err)
+	}
+	var id int64
+	if err := db.readers.QueryRow(`SELECT id FROM messages WHERE client_msg_id = 'new'`).Scan(&id); err != nil || id != msgs+1 {
+		t.Fatalf("the new message's id: %d (%v), want %d", id, err, msgs+1)
 	}
 }

@@ -45,7 +45,7 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	// Taking the hash's first slot in the dedup levels, all its slots
 	// free, decides duplicates: one statement for the common case, a
 	// look-up only for a retry.
-	h, claimed, err := claimFirst(t, j.sender.convKey, j.sender.userKey, m.ClientMsgID, m.Seq)
+	h, id, claimed, err := claimFirst(t, j.sender.convKey, j.sender.userKey, m.ClientMsgID, m.Seq)
 	if err != nil {
 		return err
 	}
@@ -63,12 +63,12 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 			return err
 		}
 	} else {
-		ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, doc, id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
 		a := &t.w.insertArgs
-		a[0].Value, a[1].Value, a[2].Value, a[3].Value, a[4].Value, a[5].Value, a[6].Value, a[7].Value, a[8].Value = j.sender.convKey, m.Seq, j.sender.userKey, h, m.ClientMsgID, m.Kind, m.Body, m.TS, nullInt(doc)
+		a[0].Value, a[1].Value, a[2].Value, a[3].Value, a[4].Value, a[5].Value, a[6].Value, a[7].Value, a[8].Value, a[9].Value = j.sender.convKey, m.Seq, j.sender.userKey, h, m.ClientMsgID, m.Kind, m.Body, m.TS, nullInt(doc), id
 		_, err = ins.exec.ExecContext(t.ctx, a[:])
 		for i := range a {
 			a[i].Value = nil // keep no message alive
@@ -120,9 +120,9 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 	// mutation whose slot is taken, looks for a retry first.
 	fresh := false
 	if m.Kind != chat.KindText && len(m.Attachments) == 0 {
-		h, ok, err := claimFirst(t, j.sender.convKey, j.sender.userKey, m.ClientMsgID, m.Seq)
+		h, id, ok, err := claimFirst(t, j.sender.convKey, j.sender.userKey, m.ClientMsgID, m.Seq)
 		if err == nil && ok {
-			err = insertRow(t, j, &m, 0, h)
+			err = insertRow(t, j, &m, 0, h, id)
 		}
 		if err != nil {
 			return err
@@ -192,13 +192,8 @@ func unstore(t *wtx, j *job, m *chat.Message) error {
 		return err
 	}
 	// Its slot, the hash's first, was claimed in this transaction: it
-	// is in dedup_0 (the job moves entries in transactions of its own).
-	st, err = t.stmt(`DELETE FROM dedup_0 WHERE conv = ? AND sender = ? AND cmid_hash = ?`)
-	if err != nil {
-		return err
-	}
-	_, err = st.ExecContext(t.ctx, j.sender.convKey, j.sender.userKey, cmidHash(m.ClientMsgID))
-	return err
+	// is in the level in memory, not yet committed.
+	return dedupUnclaim(t, j.sender.convKey, j.sender.userKey, cmidHash(m.ClientMsgID))
 }
 
 // findDuplicate answers j with the message stored earlier under its
@@ -212,7 +207,11 @@ func (w *writer) findDuplicate(t *wtx, j *job, m chat.Message) (bool, error) {
 		return false, err
 	}
 	s := cmidSlots(m.ClientMsgID)
-	prev, err := scanMessage(find.QueryRowContext(t.ctx, j.sender.convKey, j.sender.userKey, s[0], s[1], s[2], s[3], m.ClientMsgID), m.Conv, func(int64) (string, error) { return m.From, nil })
+	mem, err := memSlots(t, j.sender.convKey, j.sender.userKey, s)
+	if err != nil {
+		return false, err
+	}
+	prev, err := scanMessage(find.QueryRowContext(t.ctx, j.sender.convKey, j.sender.userKey, s[0], s[1], s[2], s[3], m.ClientMsgID, mem[0], mem[1], mem[2], mem[3]), m.Conv, func(int64) (string, error) { return m.From, nil })
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	} else if err != nil {

@@ -173,28 +173,28 @@ func insertFull(t *wtx, j *job, m *chat.Message, doc int64) error {
 // levels (claimSlot); false when every one is taken.
 func insertSlots(t *wtx, j *job, m *chat.Message, doc int64, slots []int64) (bool, error) {
 	for _, h := range slots {
-		ok, err := claimSlot(t, j.sender.convKey, j.sender.userKey, h, m.Seq)
+		id, ok, err := claimSlot(t, j.sender.convKey, j.sender.userKey, h, m.Seq)
 		if err != nil {
 			return false, err
 		}
 		if !ok {
 			continue
 		}
-		err = insertRow(t, j, m, doc, h)
+		err = insertRow(t, j, m, doc, h, id)
 		return err == nil, err
 	}
 	return false, nil
 }
 
-// insertRow stores m's row under slot h, which it has claimed.
-func insertRow(t *wtx, j *job, m *chat.Message, doc, h int64) error {
-	ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, doc)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+// insertRow stores m's row, of id, under slot h, which it has claimed.
+func insertRow(t *wtx, j *job, m *chat.Message, doc, h, id int64) error {
+	ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, doc, id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
 	_, err = ins.ExecContext(t.ctx, j.sender.convKey, m.Seq, j.sender.userKey, h, m.ClientMsgID, m.Kind, m.Body, m.TS,
-		nullInt(m.Target), nullString(m.Emoji), nullBool(m.On), nullInt(m.ReplyTo), nullString(strings.Join(m.Mentions, " ")), nullInt(doc))
+		nullInt(m.Target), nullString(m.Emoji), nullBool(m.On), nullInt(m.ReplyTo), nullString(strings.Join(m.Mentions, " ")), nullInt(doc), id)
 	return err
 }
 

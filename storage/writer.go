@@ -24,11 +24,12 @@ type writer struct {
 	dc    any       // the driver connection under conn
 	stmts map[string]*wstmt
 	// insertArgs is reused by every insert of a message.
-	insertArgs [9]driver.NamedValue
+	insertArgs [10]driver.NamedValue
 	ftsArgs    [2]driver.NamedValue
 
 	seqs   seqSource
 	keys   *keyCache // text ids <-> integer keys (keys.go)
+	mem    *memLevel // the dedup level in memory (dedup_mem.go)
 	ckpt   *checkpointer
 	opts   Options
 	health health
@@ -67,7 +68,7 @@ type result struct {
 
 var errClosed = chat.Errorf(chat.EUnavailable, "the server is shutting down")
 
-func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, keys *keyCache, ckpt *checkpointer, opts Options) (*writer, error) {
+func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, keys *keyCache, mem *memLevel, ckpt *checkpointer, opts Options) (*writer, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -77,6 +78,7 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, keys *keyCache, 
 		stmts: make(map[string]*wstmt),
 		seqs:  seqs,
 		keys:  keys,
+		mem:   mem,
 		ckpt:  ckpt,
 		opts:  opts,
 		queue: batch.New[*job](opts.BatchSize, opts.BatchDelay, errClosed),
@@ -224,6 +226,7 @@ func (w *writer) run(batch []*job) []*job {
 		w.opts.Metrics.Batch(len(batch), len(t.committed), time.Since(start))
 	}
 	w.keys.addAll(t.keys) // committed now
+	w.mem.commit(&t.memTx)
 	w.commits.Add(1)
 	w.walPages.Add(int64(frames))
 	// Freed attachment bytes go once the commit that freed them is in.
@@ -291,6 +294,15 @@ func (w *writer) runTx(dc driverConn, batch []*job) (*wtx, []*job, error) {
 		return t, batch, t.rollback(err)
 	}
 	w.settle(t)
+	if m := &t.memTx; m.last > m.hi {
+		st, err := t.stmt(`UPDATE counters SET value = ? WHERE name = 'messages_hi'`)
+		if err == nil {
+			_, err = st.ExecContext(ctx, m.last)
+		}
+		if err != nil {
+			return t, batch, t.rollback(err)
+		}
+	}
 	if t.version != 0 {
 		st, err := t.stmt(`UPDATE counters SET value = ? WHERE name = 'version'`)
 		if err == nil {
@@ -356,13 +368,16 @@ func (w *writer) runFunc(t *wtx, j *job, i int) error {
 		return err
 	}
 	// The index writes the job queued (retention's) are made inside its
-	// savepoint, or dropped with it: beforeFunc left none pending.
+	// savepoint, or dropped with it: beforeFunc left none pending; so are
+	// its changes to the dedup level in memory.
+	undo := len(t.memTx.undo)
 	ferr := j.fn(t)
 	if ferr == nil {
 		ferr = w.applyFTS(t)
 	}
 	if ferr != nil {
 		clear(t.fts)
+		t.memTx.rollbackTo(undo)
 		if _, err := t.ExecContext(t.ctx, "ROLLBACK TO "+sp); err != nil {
 			return err
 		}

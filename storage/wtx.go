@@ -51,6 +51,7 @@ type wtx struct {
 	committed []chat.Message          // appended, in order
 	freed     []string                // file contents whose last row was deleted
 	keys      map[string]int64        // keys made or read, not yet committed (keys.go)
+	memTx     memTx                   // changes to the dedup level in memory (dedup_mem.go)
 }
 
 // convTx is what one transaction did with one conversation.
@@ -163,6 +164,19 @@ func (s *wstmt) ExecContext(ctx context.Context, args ...any) (sql.Result, error
 		return nil, err
 	}
 	return s.exec.ExecContext(ctx, nv)
+}
+
+// QueryContext runs the statement. Close the rows when done.
+func (s *wstmt) QueryContext(ctx context.Context, args ...any) (*wrows, error) {
+	nv, err := namedValues(args)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.query.QueryContext(ctx, nv)
+	if err != nil {
+		return nil, err
+	}
+	return newRows(r), nil
 }
 
 // QueryRowContext runs the statement for at most one row.

@@ -1,0 +1,261 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"sync/atomic"
+)
+
+// The newest dedup level is in memory (migration 0011): the keys of the
+// messages whose id is above counters.dedup_mark. The messages table is
+// its log: every row carries its key (conv, sender, cmid_hash) and seq,
+// so a start reads the level back from the rows above the mark, and a
+// crash loses nothing. The compactor moves the level into dedup_1 and
+// raises the mark (compactor.moveMem).
+//
+// Why: in dedup_0, a table, each append wrote its key to a random leaf
+// (the hash is random within a sender's range), a page of the WAL per
+// message in a batch of messages from many senders, and its INSERT …
+// SELECT kept a statement journal: together the costliest statement of
+// an append. A map decides the newest level now, and only the two bigger
+// levels are read from the file.
+//
+// Several processes may share the database file. Each keeps its own
+// level and, in every transaction that uses it (under SQLite's write
+// lock), first reads the rows other processes appended since it last
+// looked and the mark their compactors may have raised (wtx.mem).
+// Message ids come from counters.messages_hi, in commit order, never
+// reused (retention may delete the newest rows), so "the rows above the
+// last id seen" is exact.
+
+// memEntry is a key's value in the level: its message's seq and id (the
+// level drops the entries at or below the mark).
+type memEntry struct{ seq, id int64 }
+
+// memLevel is the level as committed. Only the writer's goroutine uses it
+// (loadMemLevel runs before the writer starts); size is read by the
+// compactor.
+type memLevel struct {
+	keys map[dedupKey]memEntry
+	mark int64 // counters.dedup_mark as last read or raised
+	seen int64 // the largest message id the level has taken in
+	size atomic.Int64
+}
+
+const (
+	memCountersSQL = `SELECT (SELECT value FROM counters WHERE name = 'dedup_mark'), (SELECT value FROM counters WHERE name = 'messages_hi')`
+	memRowsSQL     = `SELECT id, conv, sender, cmid_hash, seq FROM messages WHERE id > ?`
+)
+
+// loadMemLevel reads the level back from the messages above the mark.
+func loadMemLevel(ctx context.Context, db *sql.DB) (*memLevel, error) {
+	l := &memLevel{keys: make(map[dedupKey]memEntry)}
+	var hi int64
+	if err := db.QueryRowContext(ctx, memCountersSQL).Scan(&l.mark, &hi); err != nil {
+		return nil, err
+	}
+	l.seen = l.mark
+	rows, err := db.QueryContext(ctx, memRowsSQL, l.seen)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.take(rows, hi); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// rowScanner is *sql.Rows or the writer's *wrows.
+type rowScanner interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+	Close() error
+}
+
+// take adds the keys of rows (memRowsSQL); every id up to hi is then
+// seen.
+func (l *memLevel) take(rows rowScanner, hi int64) error {
+	defer rows.Close()
+	for rows.Next() {
+		var k dedupKey
+		var e memEntry
+		if err := rows.Scan(&e.id, &k.conv, &k.sender, &k.hash, &e.seq); err != nil {
+			return err
+		}
+		l.keys[k] = e
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	l.seen = max(l.seen, hi)
+	l.size.Store(int64(len(l.keys)))
+	return nil
+}
+
+// raise sets the mark to mark and drops the entries at or below it: their
+// keys are in dedup_1 or dedup_2 now.
+func (l *memLevel) raise(mark int64) {
+	if mark <= l.mark {
+		return
+	}
+	l.mark = mark
+	for k, e := range l.keys {
+		if e.id <= mark {
+			delete(l.keys, k)
+		}
+	}
+	l.size.Store(int64(len(l.keys)))
+}
+
+// memTx is what one writer transaction does to the level: the keys it
+// claims and forgets, seen by itself alone until it commits
+// (memLevel.commit).
+type memTx struct {
+	synced bool
+	hi     int64 // counters.messages_hi at the start
+	last   int64 // the last message id handed out
+	ops    map[dedupKey]memOp
+	undo   []memUndo
+	mark   int64 // the mark this transaction raises, 0 for none
+}
+
+// memOp is a key's state in a transaction: its entry, or gone.
+type memOp struct {
+	e    memEntry
+	gone bool
+}
+
+// memUndo is a change a function job's savepoint rollback takes back:
+// the key's state before it (had false: none), or the mark before it.
+type memUndo struct {
+	k      dedupKey
+	prev   memOp
+	had    bool
+	isMark bool
+	mark   int64
+}
+
+// mem returns the transaction's view of the level, synced on first use
+// with what other processes committed.
+func (t *wtx) mem() (*memTx, error) {
+	m := &t.memTx
+	if m.synced {
+		return m, nil
+	}
+	l := t.w.mem
+	st, err := t.stmt(memCountersSQL)
+	if err != nil {
+		return nil, err
+	}
+	var mark, hi int64
+	if err := st.QueryRowContext(t.ctx).Scan(&mark, &hi); err != nil {
+		return nil, err
+	}
+	// What other processes committed goes into the level at once,
+	// whatever becomes of this transaction.
+	l.raise(mark)
+	if hi > l.seen {
+		st, err := t.stmt(memRowsSQL)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := st.QueryContext(t.ctx, l.seen)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.take(rows, hi); err != nil {
+			return nil, err
+		}
+	}
+	m.synced, m.hi, m.last = true, hi, hi
+	m.ops = make(map[dedupKey]memOp)
+	return m, nil
+}
+
+// nextID hands out the id of the message row the transaction inserts
+// next (messages.id): above every id ever handed out.
+func (m *memTx) nextID() int64 {
+	m.last++
+	return m.last
+}
+
+// get returns k's seq in the level as this transaction sees it.
+func (m *memTx) get(l *memLevel, k dedupKey) (int64, bool) {
+	if op, ok := m.ops[k]; ok {
+		return op.e.seq, !op.gone
+	}
+	e, ok := l.keys[k]
+	return e.seq, ok
+}
+
+// set records k's new state, and how to take it back.
+func (m *memTx) set(k dedupKey, op memOp) {
+	prev, had := m.ops[k]
+	m.undo = append(m.undo, memUndo{k: k, prev: prev, had: had})
+	m.ops[k] = op
+}
+
+// put claims k for the message of seq and id.
+func (m *memTx) put(k dedupKey, seq, id int64) { m.set(k, memOp{e: memEntry{seq: seq, id: id}}) }
+
+// drop forgets k.
+func (m *memTx) drop(k dedupKey) { m.set(k, memOp{gone: true}) }
+
+// raiseTo raises the mark when the transaction commits.
+func (m *memTx) raiseTo(mark int64) {
+	m.undo = append(m.undo, memUndo{isMark: true, mark: m.mark})
+	m.mark = max(m.mark, mark)
+}
+
+// rollbackTo takes back the changes made after the undo log had n
+// entries (a function job's savepoint).
+func (m *memTx) rollbackTo(n int) {
+	for i := len(m.undo) - 1; i >= n; i-- {
+		u := m.undo[i]
+		switch {
+		case u.isMark:
+			m.mark = u.mark
+		case u.had:
+			m.ops[u.k] = u.prev
+		default:
+			delete(m.ops, u.k)
+		}
+	}
+	m.undo = m.undo[:n]
+}
+
+// commit applies a committed transaction's changes to the level.
+func (l *memLevel) commit(m *memTx) {
+	if !m.synced {
+		return
+	}
+	for k, op := range m.ops {
+		if op.gone {
+			delete(l.keys, k)
+		} else {
+			l.keys[k] = op.e
+		}
+	}
+	l.seen = max(l.seen, m.last)
+	l.size.Store(int64(len(l.keys)))
+	l.raise(m.mark)
+}
+
+// memEntries returns the level's entries at or below id upto, as
+// committed (the compactor's snapshot).
+func (l *memLevel) entries(upto int64) []memKeyed {
+	out := make([]memKeyed, 0, len(l.keys))
+	for k, e := range l.keys {
+		if e.id <= upto {
+			out = append(out, memKeyed{k, e})
+		}
+	}
+	return out
+}
+
+// memKeyed is an entry with its key.
+type memKeyed struct {
+	k dedupKey
+	e memEntry
+}
