@@ -103,13 +103,17 @@ func claimRange(t *wtx, conv, sender, lo, hi, seq int64) (int64, bool, error) {
 			break
 		}
 	}
-	st, err := t.stmt(dedupProbeSQL)
-	if err != nil {
-		return 0, false, err
-	}
-	var taken bool
-	if err := st.QueryRowContext(t.ctx, conv, sender, lo, hi).Scan(&taken); err != nil || taken {
-		return 0, false, err
+	// The levels on file are read only when the filter cannot rule the
+	// slots out (dedup_filter.go).
+	if f := t.w.filters.ready.Load(); f == nil || f.mayHaveRange(conv, sender, lo, hi) {
+		st, err := t.stmt(dedupProbeSQL)
+		if err != nil {
+			return 0, false, err
+		}
+		var taken bool
+		if err := st.QueryRowContext(t.ctx, conv, sender, lo, hi).Scan(&taken); err != nil || taken {
+			return 0, false, err
+		}
 	}
 	id := m.nextID()
 	m.put(dedupKey{conv, sender, lo}, seq, id)
@@ -219,6 +223,9 @@ func (c *compactor) loop() {
 		<-c.stop
 		cancel()
 	}()
+	filterDone := make(chan struct{})
+	go c.db.filterLoop(ctx, filterDone)
+	defer func() { <-filterDone }()
 	// dedup_1 is counted once.
 	counted := false
 	tick := time.NewTicker(dedupTick)

@@ -40,6 +40,8 @@ type memLevel struct {
 	mark int64 // counters.dedup_mark as last read or raised
 	seen int64 // the largest message id the level has taken in
 	size atomic.Int64
+	// filters learn the keys that leave the level for the files.
+	filters *filters
 }
 
 const (
@@ -102,6 +104,9 @@ func (l *memLevel) raise(mark int64) {
 	l.mark = mark
 	for k, e := range l.keys {
 		if e.id <= mark {
+			if l.filters != nil {
+				l.filters.added(k)
+			}
 			delete(l.keys, k)
 		}
 	}
@@ -153,8 +158,9 @@ func (t *wtx) mem() (*memTx, error) {
 		return nil, err
 	}
 	// What other processes committed goes into the level at once,
-	// whatever becomes of this transaction.
-	l.raise(mark)
+	// whatever becomes of this transaction: their rows first, then the
+	// mark, so that a key another process moved to the files passes
+	// through the level and raise hands it to the filters.
 	if hi > l.seen {
 		st, err := t.stmt(memRowsSQL)
 		if err != nil {
@@ -168,6 +174,7 @@ func (t *wtx) mem() (*memTx, error) {
 			return nil, err
 		}
 	}
+	l.raise(mark)
 	m.synced, m.hi, m.last = true, hi, hi
 	m.ops = make(map[dedupKey]memOp)
 	return m, nil

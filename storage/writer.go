@@ -27,13 +27,15 @@ type writer struct {
 	insertArgs [10]driver.NamedValue
 	ftsArgs    [2]driver.NamedValue
 
-	seqs   seqSource
-	keys   *keyCache // text ids <-> integer keys (keys.go)
-	mem    *memLevel // the dedup level in memory (dedup_mem.go)
-	ckpt   *checkpointer
-	opts   Options
-	health health
-	sync   *syncer // nil when COMMIT syncs (syncer.go)
+	seqs seqSource
+	keys *keyCache // text ids <-> integer keys (keys.go)
+	mem  *memLevel // the dedup level in memory (dedup_mem.go)
+	// filters rule out keys of the dedup levels on file (dedup_filter.go).
+	filters filters
+	ckpt    *checkpointer
+	opts    Options
+	health  health
+	sync    *syncer // nil when COMMIT syncs (syncer.go)
 	// Totals for benchmarks: commits and WAL pages they wrote.
 	commits, walPages atomic.Int64
 	links             *linker // signs the attachments of messages it commits
@@ -84,6 +86,7 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, keys *keyCache, 
 		queue: batch.New[*job](opts.BatchSize, opts.BatchDelay, errClosed),
 	}
 	w.health.log = opts.Logger
+	mem.filters = &w.filters
 	for i := range w.insertArgs {
 		w.insertArgs[i].Ordinal = i + 1
 	}
