@@ -107,3 +107,36 @@ func TestDedupFilterRebuiltWhileMoving(t *testing.T) {
 	}
 	t.Logf("%d filters built, %d keys moved", builds, db.compactor.moved.Load())
 }
+
+// TestMemLevelShrinks: when the mark drops most of a big level, the level
+// is copied into a map of its size (Go maps keep their buckets after
+// deletes), and what is left is intact.
+func TestMemLevelShrinks(t *testing.T) {
+	l := &memLevel{keys: make(map[dedupKey]memEntry)}
+	const n = 100000
+	for i := int64(1); i <= n; i++ {
+		l.keys[dedupKey{1, 1, i}] = memEntry{seq: i, id: i}
+	}
+	l.grew()
+	before := l.keys
+	l.raise(n - 1000)
+	if len(l.keys) != 1000 || l.peak != 1000 || l.size.Load() != 1000 {
+		t.Fatalf("after the raise: %d keys, peak %d, size %d; want 1000 each", len(l.keys), l.peak, l.size.Load())
+	}
+	before[dedupKey{9, 9, 9}] = memEntry{}
+	if _, ok := l.keys[dedupKey{9, 9, 9}]; ok {
+		t.Fatal("the level still uses the map it outgrew")
+	}
+	for i := int64(n - 999); i <= n; i++ {
+		if e, ok := l.keys[dedupKey{1, 1, i}]; !ok || e.seq != i {
+			t.Fatalf("key %d: %+v %v after the copy", i, e, ok)
+		}
+	}
+	// A small level is left as it is.
+	small := l.keys
+	l.raise(n - 10)
+	small[dedupKey{8, 8, 8}] = memEntry{}
+	if _, ok := l.keys[dedupKey{8, 8, 8}]; !ok || len(l.keys) != 11 {
+		t.Fatalf("a small level was copied (%d keys)", len(l.keys))
+	}
+}

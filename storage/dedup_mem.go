@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"database/sql"
+	"maps"
 	"sync/atomic"
 )
 
@@ -39,6 +40,7 @@ type memLevel struct {
 	keys map[dedupKey]memEntry
 	mark int64 // counters.dedup_mark as last read or raised
 	seen int64 // the largest message id the level has taken in
+	peak int   // the most keys keys has held since it was made
 	size atomic.Int64
 	// filters learn the keys that leave the level for the files.
 	filters *filters
@@ -91,7 +93,7 @@ func (l *memLevel) take(rows rowScanner, hi int64) error {
 		return err
 	}
 	l.seen = max(l.seen, hi)
-	l.size.Store(int64(len(l.keys)))
+	l.grew()
 	return nil
 }
 
@@ -110,6 +112,21 @@ func (l *memLevel) raise(mark int64) {
 			delete(l.keys, k)
 		}
 	}
+	// A Go map keeps its buckets when entries are deleted: after a
+	// level that outgrew its bound (a start that read back a long
+	// backlog, a burst the job fell behind) is moved, its memory would
+	// stay taken. A smaller map for what is left gives it back.
+	if n := len(l.keys); l.peak > 4*n && l.peak > 1<<16 {
+		keys := make(map[dedupKey]memEntry, n)
+		maps.Copy(keys, l.keys)
+		l.keys, l.peak = keys, n
+	}
+	l.size.Store(int64(len(l.keys)))
+}
+
+// grew records the level's size after it took in keys.
+func (l *memLevel) grew() {
+	l.peak = max(l.peak, len(l.keys))
 	l.size.Store(int64(len(l.keys)))
 }
 
@@ -245,7 +262,7 @@ func (l *memLevel) commit(m *memTx) {
 		}
 	}
 	l.seen = max(l.seen, m.last)
-	l.size.Store(int64(len(l.keys)))
+	l.grew()
 	l.raise(m.mark)
 }
 
