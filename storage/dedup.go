@@ -52,6 +52,10 @@ var dedupChunk = 4096
 // dedupTick is how often the job looks at the levels' sizes.
 var dedupTick = 250 * time.Millisecond
 
+// moveMemAtClose is false in tests that close a store as a kill would
+// leave it, with keys in the level in memory.
+var moveMemAtClose = true
+
 // dedupProbeSQL tells whether a level on file holds a key of (conv,
 // sender) from ?3 to ?4.
 const dedupProbeSQL = `SELECT EXISTS (SELECT 1 FROM dedup_1 WHERE conv = ?1 AND sender = ?2 AND cmid_hash BETWEEN ?3 AND ?4)
@@ -210,9 +214,24 @@ func (db *DB) startCompactor() {
 	go c.loop()
 }
 
+// close stops the job and then moves what the level in memory holds, so
+// that the next start reads nothing back: a start after a stop with a
+// backlog (a burst the job had not moved yet) read and held every row of
+// it, tens of MiB of page cache and map for 200k messages. A kill leaves
+// the backlog to the next start, which reads it back (dedup_mem.go).
 func (c *compactor) close() {
 	close(c.stop)
 	<-c.done
+	n := c.db.w.mem.size.Load()
+	if n == 0 || !moveMemAtClose {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.sizes[0].Store(n)
+	if err := c.moveMem(ctx, 0); err != nil {
+		c.log.Warn("dedup: moving the newest keys to the file at stop; the next start reads them back", "err", err)
+	}
 }
 
 func (c *compactor) loop() {

@@ -270,11 +270,13 @@ func TestDedupCollisionAfterRetention(t *testing.T) {
 }
 
 // TestDedupMemoryLevelReadBack: the level in memory is read back from the
-// messages above the mark when the store opens again, so a retry after a
-// restart gets the first seq; and message ids are never handed out twice,
+// messages above the mark when the store opens again after a stop that
+// left keys in it (as a kill does), so a retry gets the first seq; and message ids are never handed out twice,
 // even after retention deleted the newest rows (the level's "rows above
 // the last id seen" must not miss a new row that took an old id).
 func TestDedupMemoryLevelReadBack(t *testing.T) {
+	moveMemAtClose = false
+	t.Cleanup(func() { moveMemAtClose = true })
 	ctx := context.Background()
 	stamps := []int64{100, 100, 100, 5000}
 	var i atomic.Int64
@@ -409,5 +411,49 @@ func TestMigration0011(t *testing.T) {
 	var id int64
 	if err := db.readers.QueryRow(`SELECT id FROM messages WHERE client_msg_id = 'new'`).Scan(&id); err != nil || id != msgs+1 {
 		t.Fatalf("the new message's id: %d (%v), want %d", id, err, msgs+1)
+	}
+}
+
+// TestDedupLevelMovedAtClose: a store closed with keys in the level in
+// memory moves them to the file first, so that the next open reads
+// nothing back; retries still get their first seqs.
+func TestDedupLevelMovedAtClose(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "c.db")
+	db, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateGroup(ctx, "g", "g", "u1", nil); err != nil {
+		t.Fatal(err)
+	}
+	seqs := map[string]int64{}
+	for i := range 50 {
+		id := fmt.Sprint("c", i)
+		m, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: id})()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs[id] = m.Seq
+	}
+	if n := db.w.mem.size.Load(); n != 50 {
+		t.Fatalf("the level in memory holds %d keys before the close, want 50", n)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n := db.w.mem.size.Load(); n != 0 {
+		t.Fatalf("the next open read back %d keys, want none", n)
+	}
+	for id, seq := range seqs {
+		m, dup, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: "again"})()
+		if err != nil || !dup || m.Seq != seq {
+			t.Fatalf("retry of %s after reopening: %+v dup %v %v, want seq %d", id, m, dup, err, seq)
+		}
 	}
 }
