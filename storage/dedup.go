@@ -16,7 +16,9 @@ import (
 // The dedup key (conv, sender, cmid_hash) -> seq lives in levels, smallest
 // and newest first, as in a log-structured merge tree: level 0 in memory
 // (dedup_mem.go), then the tables dedup_1 and dedup_2. A key is in one
-// level, or briefly in two with the same seq while the compactor moves it.
+// level, or in two with the same seq: while the compactor moves it out of
+// memory, and in dedup_1 and dedup_2 when two processes sharing the file
+// both moved it (the next move out of dedup_1 drops the copy).
 //
 // Why: a client_msg_id is random (a UUID), so with one index over every
 // message each append wrote its entry to a random leaf of an index that
@@ -312,6 +314,11 @@ func (c *compactor) moveMem(ctx context.Context, _ int) error {
 	var snap []memKeyed
 	var upto int64
 	if err := c.db.w.exec(ctx, func(t *wtx) error {
+		// Synced first: what other processes moved has left the level
+		// and is not moved again.
+		if _, err := t.mem(); err != nil {
+			return err
+		}
 		l := t.w.mem
 		upto = l.seen
 		snap = l.entries(upto)
@@ -415,7 +422,10 @@ func moveChunk(t *wtx, from, to string, at dedupKey, chunk int) (n int64, last b
 	if err != nil {
 		return 0, false, at, err
 	}
-	res, err := t.ExecContext(t.ctx, `INSERT INTO `+to+` (conv, sender, cmid_hash, seq)
+	// OR IGNORE: another process sharing the file may have moved a key
+	// here already and then put it back into from by a move out of
+	// memory of its own; the copy, with the same seq, is dropped.
+	res, err := t.ExecContext(t.ctx, `INSERT OR IGNORE INTO `+to+` (conv, sender, cmid_hash, seq)
 		SELECT conv, sender, cmid_hash, seq FROM `+from+`
 		WHERE (conv, sender, cmid_hash) > (?1, ?2, ?3) AND (conv, sender, cmid_hash) <= (?4, ?5, ?6)
 		ORDER BY conv, sender, cmid_hash`, at.conv, at.sender, at.hash, end.conv, end.sender, end.hash)

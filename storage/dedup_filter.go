@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"math/bits"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -23,7 +24,8 @@ import (
 // for another process's move, when this one reads the mark; raise adds it
 // then, to the filter in use and to one being built. A build registers
 // itself before it reads the levels, so a key is either on file when the
-// build's read begins (and read) or moved after (and added by raise).
+// build's read begins (and read) or moved after (and added by raise; see
+// filters.added for the end of a build).
 // Retention deletes keys from the levels; the filter keeps them: a
 // needless read, never a wrong answer.
 type keyFilter struct {
@@ -110,15 +112,22 @@ func (f *keyFilter) mayHaveRange(conv, sender, lo, hi int64) bool {
 type filters struct {
 	ready    atomic.Pointer[keyFilter]
 	building atomic.Pointer[keyFilter]
+	build    sync.Mutex // one build at a time: building has one slot
 }
 
-// added records keys that reached the levels on file in every filter.
+// added records a key that reached the levels on file in every filter.
+// The one being built is read first: a build puts its filter in use
+// before it stops registering it, so whichever way the two interleave
+// with a build's end, the key reaches the filter that build made.
+// (Read the other way round, both reads could miss it: the old filter
+// read as in use, then none being built.)
 func (fs *filters) added(k dedupKey) {
-	if f := fs.ready.Load(); f != nil {
-		f.add(k)
+	b, r := fs.building.Load(), fs.ready.Load()
+	if b != nil {
+		b.add(k)
 	}
-	if f := fs.building.Load(); f != nil {
-		f.add(k)
+	if r != nil && r != b {
+		r.add(k)
 	}
 }
 
@@ -151,6 +160,8 @@ func (db *DB) buildFilter(ctx context.Context) error {
 	}
 	f := newKeyFilter(filterSize(n))
 	fs := &db.w.filters
+	fs.build.Lock()
+	defer fs.build.Unlock()
 	fs.building.Store(f)
 	defer fs.building.Store(nil)
 	rows, err := db.readers.QueryContext(ctx, `SELECT conv, sender, cmid_hash FROM dedup_1 UNION ALL SELECT conv, sender, cmid_hash FROM dedup_2`)

@@ -266,7 +266,7 @@ func (l *memLevel) commit(m *memTx) {
 	l.raise(m.mark)
 }
 
-// memEntries returns the level's entries at or below id upto, as
+// entries returns the level's entries at or below id upto, as
 // committed (the compactor's snapshot).
 func (l *memLevel) entries(upto int64) []memKeyed {
 	out := make([]memKeyed, 0, len(l.keys))

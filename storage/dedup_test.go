@@ -457,3 +457,71 @@ func TestDedupLevelMovedAtClose(t *testing.T) {
 		}
 	}
 }
+
+// TestDedupMovesOfTwoProcesses: two stores on one file (two processes)
+// both move their level in memory, one of them after the other's keys
+// already went on to dedup_2; the moves out of dedup_1 still succeed, no
+// key is left in two tables on file, and retries on either store get the
+// first seqs.
+func TestDedupMovesOfTwoProcesses(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "two.db")
+	a, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// Each writes its own conversation: without Redis the seqs of a
+	// conversation are one process's.
+	if err := a.CreateGroup(ctx, "ga", "ga", "u1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateGroup(ctx, "gb", "gb", "u1", nil); err != nil {
+		t.Fatal(err)
+	}
+	seqs := map[string]int64{}
+	send := func(db *DB, conv, id string) {
+		t.Helper()
+		m, dup, err := db.Append(ctx, chat.Message{Conv: conv, From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: id})()
+		if err != nil || dup {
+			t.Fatalf("send %s: %+v dup %v %v", id, m, dup, err)
+		}
+		seqs[id] = m.Seq
+	}
+	for i := range 10 {
+		send(a, "ga", fmt.Sprint("a", i))
+	}
+	send(b, "gb", "b0") // b takes in a's rows
+	if err := a.compactor.moveMem(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.compactor.moveLevel(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.compactor.moveMem(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range []*DB{b, a} {
+		if err := db.compactor.moveLevel(ctx, 1); err != nil {
+			t.Fatalf("moving dedup_1 to dedup_2 after both moved their level: %v", err)
+		}
+	}
+	var twice int
+	if err := a.readers.QueryRow(`SELECT COUNT(*) FROM dedup_1 JOIN dedup_2 USING (conv, sender, cmid_hash)`).Scan(&twice); err != nil || twice != 0 {
+		t.Fatalf("%d keys in both dedup_1 and dedup_2 (%v)", twice, err)
+	}
+	for id, seq := range seqs {
+		conv := map[byte]string{'a': "ga", 'b': "gb"}[id[0]]
+		for _, db := range []*DB{a, b} {
+			m, dup, err := db.Append(ctx, chat.Message{Conv: conv, From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: "again"})()
+			if err != nil || !dup || m.Seq != seq {
+				t.Fatalf("retry of %s: %+v dup %v %v, want seq %d", id, m, dup, err, seq)
+			}
+		}
+	}
+}

@@ -114,8 +114,8 @@ func (w *writer) appended(t *wtx, j *job, m chat.Message) {
 // would now be refused (the target deleted since).
 func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 	// A mutation (no search document, no files) is stored first, in its
-	// hash's first slot, as a plain text is: the unique index then tells
-	// a new one (nearly all) from a retry without a look-up, and a
+	// hash's first slot, as a plain text is: the claim then tells a new
+	// one (nearly all) from a retry without a look-up, and a
 	// refusal takes the row out again (unstore). Anything else, and a
 	// mutation whose slot is taken, looks for a retry first.
 	fresh := false

@@ -10,7 +10,9 @@
 -- dedup_1, and every message stored so far is then below the mark.
 -- messages_hi is the largest message id ever handed out: ids are given by
 -- the writer from it, never reused even when retention deletes the newest
--- rows, so "above the mark" always means "not yet in dedup_1 or dedup_2".
+-- rows, so the rows above the mark are exactly those whose keys may not
+-- be in dedup_1 or dedup_2 yet (a move in progress puts them there before
+-- it raises the mark).
 INSERT OR IGNORE INTO dedup_1 (conv, sender, cmid_hash, seq) SELECT conv, sender, cmid_hash, seq FROM dedup_0;
 DROP TABLE dedup_0;
 INSERT INTO counters (name, value) SELECT 'messages_hi', COALESCE(MAX(id), 0) FROM messages;
