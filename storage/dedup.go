@@ -285,11 +285,13 @@ func (c *compactor) pass(ctx context.Context) error {
 		if c.sizes[k].Load() < dedupLimits[k] {
 			continue
 		}
-		move := c.moveLevel
+		var err error
 		if k == 0 {
-			move = c.moveMem
+			err = c.moveMem(ctx, dedupLimits[0]/2)
+		} else {
+			err = c.moveLevel(ctx, k)
 		}
-		if err := move(ctx, k); err != nil {
+		if err != nil {
 			return err
 		}
 	}
@@ -304,13 +306,26 @@ func (c *compactor) chunkFor(k int) int {
 	return dedupChunk * int(min(8, max(1, c.sizes[k].Load()/dedupLimits[k])))
 }
 
-// moveMem moves level 0 (in memory) into dedup_1: the entries it holds
-// now, in key order, a chunk per transaction, each row taken from the
-// messages table (a message deleted meanwhile is skipped); then the mark
-// rises to the largest id moved and the level drops what is below it.
-// Until then the moved keys are in both levels, with the same seq. A
-// process that stops midway moves them again (INSERT OR IGNORE).
-func (c *compactor) moveMem(ctx context.Context, _ int) error {
+// moveMem moves level 0 (in memory) into dedup_1 until it holds about
+// keep keys. It takes the entries the level holds now, sorts them by key
+// and inserts them a chunk per transaction in key order: a chunk lands on
+// a run of neighbouring leaves of dedup_1, so the pages a move writes are
+// about the level's size, not one per key (chunks in id order, tried,
+// touched a random leaf per key and fell behind the appends at 1M
+// messages). A chunk's keys leave the level when its transaction commits
+// (they are on file then, and in the filter); the mark rises past the
+// taken entries' ids at the end, so that the next start reads none of
+// them back. Stopped midway, the keys already moved stay in the level's
+// read-back until the next move (the same seq in both: harmless).
+//
+// The values come from the level, not from the messages table: a message
+// retention deleted meanwhile may leave its key in dedup_1, where it only
+// sends a retry of that id to the slow path.
+func (c *compactor) moveMem(ctx context.Context, keep int64) error {
+	l := c.db.w.mem
+	if l.size.Load() <= keep {
+		return nil
+	}
 	var snap []memKeyed
 	var upto int64
 	if err := c.db.w.exec(ctx, func(t *wtx) error {
@@ -319,37 +334,43 @@ func (c *compactor) moveMem(ctx context.Context, _ int) error {
 		if _, err := t.mem(); err != nil {
 			return err
 		}
-		l := t.w.mem
 		upto = l.seen
-		snap = l.entries(upto)
+		snap = l.snapshot(upto)
 		return nil
 	}); err != nil {
 		return err
 	}
-	slices.SortFunc(snap, func(a, b memKeyed) int { return cmpKeys(a.k, b.k) })
-	chunk := c.chunkFor(0)
+	slices.SortFunc(snap, func(a, b memKeyed) int {
+		return cmp.Or(cmp.Compare(a.k.conv, b.k.conv), cmp.Compare(a.k.sender, b.k.sender), cmp.Compare(a.k.hash, b.k.hash))
+	})
+	chunk := max(dedupChunk, len(snap)/8)
 	for len(snap) > 0 {
 		part := snap[:min(chunk, len(snap))]
 		snap = snap[len(part):]
-		ids := make([]byte, 0, 12*len(part))
-		ids = append(ids, '[')
-		for i, e := range part {
-			if i > 0 {
-				ids = append(ids, ',')
-			}
-			ids = strconv.AppendInt(ids, e.e.id, 10)
-		}
-		ids = append(ids, ']')
 		var n int64
 		if err := c.db.w.exec(ctx, func(t *wtx) error {
-			res, err := t.ExecContext(t.ctx, `INSERT OR IGNORE INTO dedup_1 (conv, sender, cmid_hash, seq)
-				SELECT conv, sender, cmid_hash, seq FROM messages WHERE id IN (SELECT value FROM json_each(?))
-				ORDER BY conv, sender, cmid_hash`, string(ids))
+			m, err := t.mem()
 			if err != nil {
 				return err
 			}
-			n, err = res.RowsAffected()
-			return err
+			st, err := t.stmt(`INSERT OR IGNORE INTO dedup_1 (conv, sender, cmid_hash, seq) VALUES (?, ?, ?, ?)`)
+			if err != nil {
+				return err
+			}
+			n = 0
+			for _, e := range part {
+				res, err := st.ExecContext(t.ctx, e.k.conv, e.k.sender, e.k.hash, e.e.seq)
+				if err != nil {
+					return err
+				}
+				a, err := res.RowsAffected()
+				if err != nil {
+					return err
+				}
+				n += a
+			}
+			m.moveOut(part)
+			return nil
 		}); err != nil {
 			return err
 		}
@@ -367,11 +388,6 @@ func (c *compactor) moveMem(ctx context.Context, _ int) error {
 		m.raiseTo(upto)
 		return nil
 	})
-}
-
-// cmpKeys orders keys as the levels' primary keys do.
-func cmpKeys(a, b dedupKey) int {
-	return cmp.Or(cmp.Compare(a.conv, b.conv), cmp.Compare(a.sender, b.sender), cmp.Compare(a.hash, b.hash))
 }
 
 // moveLevel moves dedup_k's entries into dedup_k+1, a chunk per
@@ -394,6 +410,13 @@ func (c *compactor) moveLevel(ctx context.Context, k int) error {
 		}
 		c.moved.Add(n)
 		c.sizes[k].Add(-n)
+		// A long move of dedup_1 leaves the level in memory to no
+		// one: it is kept to its bound between the chunks.
+		if k == 1 && c.db.w.mem.size.Load() > dedupLimits[0] {
+			if err := c.moveMem(ctx, dedupLimits[0]/2); err != nil {
+				return err
+			}
+		}
 		if last {
 			// Retention deletes from the levels too: count again.
 			if m, err := c.count(ctx, k); err == nil {

@@ -115,7 +115,9 @@ func TestMemLevelShrinks(t *testing.T) {
 	l := &memLevel{keys: make(map[dedupKey]memEntry)}
 	const n = 100000
 	for i := int64(1); i <= n; i++ {
-		l.keys[dedupKey{1, 1, i}] = memEntry{seq: i, id: i}
+		k, e := dedupKey{1, 1, i}, memEntry{seq: i, id: i}
+		l.keys[k] = e
+		l.order = append(l.order, memKeyed{k, e})
 	}
 	l.grew()
 	before := l.keys

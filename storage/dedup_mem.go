@@ -1,9 +1,11 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"maps"
+	"slices"
 	"sync/atomic"
 )
 
@@ -11,8 +13,8 @@ import (
 // messages whose id is above counters.dedup_mark. The messages table is
 // its log: every row carries its key (conv, sender, cmid_hash) and seq,
 // so a start reads the level back from the rows above the mark, and a
-// crash loses nothing. The compactor moves the level into dedup_1 and
-// raises the mark (compactor.moveMem).
+// crash loses nothing. The compactor moves the level into dedup_1, oldest
+// first, raising the mark as it goes (compactor.moveMem).
 //
 // Why: in dedup_0, a table, each append wrote its key to a random leaf
 // (the hash is random within a sender's range), a page of the WAL per
@@ -41,14 +43,19 @@ type memLevel struct {
 	mark int64 // counters.dedup_mark as last read or raised
 	seen int64 // the largest message id the level has taken in
 	peak int   // the most keys keys has held since it was made
-	size atomic.Int64
+	// order lists the entries as they were taken in, by id, from head
+	// on: raise drops from the front what the mark passed (an item whose
+	// key was since forgotten or taken again is skipped).
+	order []memKeyed
+	head  int
+	size  atomic.Int64
 	// filters learn the keys that leave the level for the files.
 	filters *filters
 }
 
 const (
 	memCountersSQL = `SELECT (SELECT value FROM counters WHERE name = 'dedup_mark'), (SELECT value FROM counters WHERE name = 'messages_hi')`
-	memRowsSQL     = `SELECT id, conv, sender, cmid_hash, seq FROM messages WHERE id > ?`
+	memRowsSQL     = `SELECT id, conv, sender, cmid_hash, seq FROM messages WHERE id > ? ORDER BY id`
 )
 
 // loadMemLevel reads the level back from the messages above the mark.
@@ -88,6 +95,7 @@ func (l *memLevel) take(rows rowScanner, hi int64) error {
 			return err
 		}
 		l.keys[k] = e
+		l.order = append(l.order, memKeyed{k, e})
 	}
 	if err := rows.Err(); err != nil {
 		return err
@@ -97,20 +105,19 @@ func (l *memLevel) take(rows rowScanner, hi int64) error {
 	return nil
 }
 
-// raise sets the mark to mark and drops the entries at or below it: their
-// keys are in dedup_1 or dedup_2 now.
+// raise sets the mark to mark, when higher, and drops the entries at or
+// below it (their keys are in dedup_1 or dedup_2 now); then it gives back
+// the memory of what left the level.
 func (l *memLevel) raise(mark int64) {
-	if mark <= l.mark {
-		return
-	}
-	l.mark = mark
-	for k, e := range l.keys {
-		if e.id <= mark {
-			if l.filters != nil {
-				l.filters.added(k)
-			}
-			delete(l.keys, k)
+	if mark > l.mark {
+		l.mark = mark
+		for ; l.head < len(l.order) && l.order[l.head].e.id <= mark; l.head++ {
+			l.drop(l.order[l.head])
 		}
+	}
+	if l.head > len(l.order)/2 {
+		l.order = append([]memKeyed(nil), l.order[l.head:]...)
+		l.head = 0
 	}
 	// A Go map keeps its buckets when entries are deleted: after a
 	// level that outgrew its bound (a start that read back a long
@@ -122,6 +129,28 @@ func (l *memLevel) raise(mark int64) {
 		l.keys, l.peak = keys, n
 	}
 	l.size.Store(int64(len(l.keys)))
+}
+
+// drop takes out an entry that is on file now, unless its key was since
+// forgotten or taken again; the filters learn the key.
+func (l *memLevel) drop(it memKeyed) {
+	if e, ok := l.keys[it.k]; ok && e.id == it.e.id {
+		if l.filters != nil {
+			l.filters.added(it.k)
+		}
+		delete(l.keys, it.k)
+	}
+}
+
+// snapshot returns the level's entries at or below id upto, as committed.
+func (l *memLevel) snapshot(upto int64) []memKeyed {
+	out := make([]memKeyed, 0, len(l.keys))
+	for k, e := range l.keys {
+		if e.id <= upto {
+			out = append(out, memKeyed{k, e})
+		}
+	}
+	return out
 }
 
 // grew records the level's size after it took in keys.
@@ -140,6 +169,9 @@ type memTx struct {
 	ops    map[dedupKey]memOp
 	undo   []memUndo
 	mark   int64 // the mark this transaction raises, 0 for none
+	// moved are entries this transaction put on file (compactor.moveMem):
+	// they leave the level when it commits.
+	moved []memKeyed
 }
 
 // memOp is a key's state in a transaction: its entry, or gone.
@@ -149,13 +181,16 @@ type memOp struct {
 }
 
 // memUndo is a change a function job's savepoint rollback takes back:
-// the key's state before it (had false: none), or the mark before it.
+// the key's state before it (had false: none), the mark before it, or
+// the length of moved before it.
 type memUndo struct {
-	k      dedupKey
-	prev   memOp
-	had    bool
-	isMark bool
-	mark   int64
+	k       dedupKey
+	prev    memOp
+	had     bool
+	isMark  bool
+	mark    int64
+	isMoved bool
+	moved   int
 }
 
 // mem returns the transaction's view of the level, synced on first use
@@ -232,6 +267,12 @@ func (m *memTx) raiseTo(mark int64) {
 	m.mark = max(m.mark, mark)
 }
 
+// moveOut records entries the transaction put in dedup_1.
+func (m *memTx) moveOut(es []memKeyed) {
+	m.undo = append(m.undo, memUndo{isMoved: true, moved: len(m.moved)})
+	m.moved = append(m.moved, es...)
+}
+
 // rollbackTo takes back the changes made after the undo log had n
 // entries (a function job's savepoint).
 func (m *memTx) rollbackTo(n int) {
@@ -240,6 +281,8 @@ func (m *memTx) rollbackTo(n int) {
 		switch {
 		case u.isMark:
 			m.mark = u.mark
+		case u.isMoved:
+			m.moved = m.moved[:u.moved]
 		case u.had:
 			m.ops[u.k] = u.prev
 		default:
@@ -254,28 +297,22 @@ func (l *memLevel) commit(m *memTx) {
 	if !m.synced {
 		return
 	}
+	n := len(l.order)
 	for k, op := range m.ops {
 		if op.gone {
 			delete(l.keys, k)
 		} else {
 			l.keys[k] = op.e
+			l.order = append(l.order, memKeyed{k, op.e})
 		}
+	}
+	slices.SortFunc(l.order[n:], func(a, b memKeyed) int { return cmp.Compare(a.e.id, b.e.id) })
+	for _, it := range m.moved {
+		l.drop(it)
 	}
 	l.seen = max(l.seen, m.last)
 	l.grew()
 	l.raise(m.mark)
-}
-
-// entries returns the level's entries at or below id upto, as
-// committed (the compactor's snapshot).
-func (l *memLevel) entries(upto int64) []memKeyed {
-	out := make([]memKeyed, 0, len(l.keys))
-	for k, e := range l.keys {
-		if e.id <= upto {
-			out = append(out, memKeyed{k, e})
-		}
-	}
-	return out
 }
 
 // memKeyed is an entry with its key.
