@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"fmt"
 	"maps"
 	"slices"
 	"sync/atomic"
@@ -65,6 +66,9 @@ func loadMemLevel(ctx context.Context, db *sql.DB) (*memLevel, error) {
 	if err := db.QueryRowContext(ctx, memCountersSQL).Scan(&l.mark, &hi); err != nil {
 		return nil, err
 	}
+	if err := moveBacklog(ctx, db, &l.mark, hi); err != nil {
+		return nil, err
+	}
 	l.seen = l.mark
 	rows, err := db.QueryContext(ctx, memRowsSQL, l.seen)
 	if err != nil {
@@ -74,6 +78,36 @@ func loadMemLevel(ctx context.Context, db *sql.DB) (*memLevel, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// memReadBack is the most message ids a start reads back into memory; a
+// longer backlog is moved to dedup_1 first, in SQL. A running store keeps
+// its level far below (the job moves it from dedup_1's limit on, a stop
+// moves all of it), so only a kill under a burst the job had not caught
+// up with leaves more; reading millions of rows into the map took GBs.
+var memReadBack int64 = 1 << 17
+
+// moveBacklog moves the keys of the messages above *mark into dedup_1
+// until at most memReadBack ids are left above it, in transactions of
+// memReadBack ids each (by id range, before the writer starts).
+func moveBacklog(ctx context.Context, db *sql.DB, mark *int64, hi int64) error {
+	for hi-*mark > memReadBack {
+		upto := *mark + memReadBack
+		err := inTx(ctx, db, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO dedup_1 (conv, sender, cmid_hash, seq)
+				SELECT conv, sender, cmid_hash, seq FROM messages WHERE id > ? AND id <= ?
+				ORDER BY conv, sender, cmid_hash`, *mark, upto); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `UPDATE counters SET value = ? WHERE name = 'dedup_mark'`, upto)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("moving the dedup keys of messages %d to %d to the file: %w", *mark+1, upto, err)
+		}
+		*mark = upto
+	}
+	return nil
 }
 
 // rowScanner is *sql.Rows or the writer's *wrows.

@@ -525,3 +525,47 @@ func TestDedupMovesOfTwoProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestDedupLongBacklogMovedAtOpen: a start that finds more messages above
+// the mark than it reads back into memory moves the oldest of them to
+// dedup_1 first; retries of all of them still get their first seqs.
+func TestDedupLongBacklogMovedAtOpen(t *testing.T) {
+	moveMemAtClose, memReadBack = false, 4
+	t.Cleanup(func() { moveMemAtClose, memReadBack = true, 1<<17 })
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "b.db")
+	db, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateGroup(ctx, "g", "g", "u1", nil); err != nil {
+		t.Fatal(err)
+	}
+	seqs := map[string]int64{}
+	for i := range 11 {
+		id := fmt.Sprint("c", i)
+		m, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: id})()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs[id] = m.Seq
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// 11 above the mark: two moves of 4 leave 3 to read back.
+	if n, mark := db.w.mem.size.Load(), db.w.mem.mark; n != 3 || mark != 8 {
+		t.Fatalf("after the open: %d keys in memory, mark %d; want 3 and 8", n, mark)
+	}
+	for id, seq := range seqs {
+		m, dup, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: "again"})()
+		if err != nil || !dup || m.Seq != seq {
+			t.Fatalf("retry of %s: %+v dup %v %v, want seq %d", id, m, dup, err, seq)
+		}
+	}
+}
