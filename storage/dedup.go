@@ -220,19 +220,25 @@ func (db *DB) startCompactor() {
 // that the next start reads nothing back: a start after a stop with a
 // backlog (a burst the job had not moved yet) read and held every row of
 // it, tens of MiB of page cache and map for 200k messages. A kill leaves
-// the backlog to the next start, which reads it back (dedup_mem.go).
+// the backlog to the next start, which reads it back (dedup_mem.go). Then
+// it saves the key filter for the next start (migration 0012).
 func (c *compactor) close() {
 	close(c.stop)
 	<-c.done
-	n := c.db.w.mem.size.Load()
-	if n == 0 || !moveMemAtClose {
+	if !moveMemAtClose {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c.sizes[0].Store(n)
-	if err := c.moveMem(ctx, 0); err != nil {
-		c.log.Warn("dedup: moving the newest keys to the file at stop; the next start reads them back", "err", err)
+	if n := c.db.w.mem.size.Load(); n > 0 {
+		c.sizes[0].Store(n)
+		if err := c.moveMem(ctx, 0); err != nil {
+			c.log.Warn("dedup: moving the newest keys to the file at stop; the next start reads them back", "err", err)
+			return
+		}
+	}
+	if err := c.db.saveFilter(ctx); err != nil {
+		c.log.Warn("dedup: saving the key filter at stop; the next start builds it again", "err", err)
 	}
 }
 

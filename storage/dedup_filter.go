@@ -2,6 +2,9 @@ package storage
 
 import (
 	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -49,9 +52,11 @@ func newKeyFilter(limit int64) *keyFilter {
 	return &keyFilter{words: make([]atomic.Uint64, (n+63)/64), nbits: n, limit: limit, hashes: filterHashes}
 }
 
-// filterSize is the limit a filter for n keys on file is made with:
-// room for half as many again, and at least a million.
-func filterSize(n int64) int64 { return max(n+n/2, 1<<20) }
+// filterSize is the limit a filter for n keys on file is made with: room
+// for half as many again, and at least 65536 (64 KiB, saved at every
+// stop). A growing history rebuilds it at 1.5 times its keys each time:
+// every key is read about three times in all.
+func filterSize(n int64) int64 { return max(n+n/2, 1<<16) }
 
 func filterHash(k dedupKey) (uint64, uint64) {
 	x := uint64(k.conv)*0x9E3779B97F4A7C15 ^ uint64(k.sender)*0xC2B2AE3D27D4EB4F ^ uint64(k.hash)
@@ -107,6 +112,9 @@ func (f *keyFilter) mayHaveRange(conv, sender, lo, hi int64) bool {
 	}
 }
 
+// buildFilters is false in tests that build (or load) filters themselves.
+var buildFilters = true
+
 // filters are the writer's: the one claims use (nil until the first build
 // ends) and the one being built.
 type filters struct {
@@ -135,6 +143,9 @@ func (fs *filters) added(k dedupKey) {
 // whenever the one in use holds more keys than it was sized for.
 func (db *DB) filterLoop(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
+	if !buildFilters {
+		return
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -154,6 +165,7 @@ func (db *DB) filterLoop(ctx context.Context, done chan<- struct{}) {
 // buildFilter reads every key on file into a new filter, then puts it in
 // use.
 func (db *DB) buildFilter(ctx context.Context) error {
+	start := time.Now()
 	var n int64
 	if err := db.readers.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM dedup_1) + (SELECT COUNT(*) FROM dedup_2)`).Scan(&n); err != nil {
 		return err
@@ -180,5 +192,59 @@ func (db *DB) buildFilter(ctx context.Context) error {
 		return err
 	}
 	fs.ready.Store(f)
+	if took := time.Since(start); took > time.Second {
+		// A big history's: claims read the levels on file until now.
+		db.opts.Logger.Info("dedup: key filter ready", "keys", f.added.Load(), "bytes", 8*len(f.words), "took", took.Round(time.Millisecond))
+	}
 	return nil
+}
+
+// saveFilter stores the filter in use with the view of the counters it
+// is complete for, in a writer transaction (synced first, so the view is
+// the file's as of now, and nothing moves keys meanwhile).
+func (db *DB) saveFilter(ctx context.Context) error {
+	f := db.w.filters.ready.Load()
+	if f == nil || db.w.filters.building.Load() != nil {
+		return nil
+	}
+	return db.w.exec(ctx, func(t *wtx) error {
+		if _, err := t.mem(); err != nil {
+			return err
+		}
+		b := make([]byte, 8*len(f.words))
+		for i := range f.words {
+			binary.LittleEndian.PutUint64(b[8*i:], f.words[i].Load())
+		}
+		l := t.w.mem
+		_, err := t.ExecContext(t.ctx, `INSERT OR REPLACE INTO dedup_filter (id, mark, hi, nbits, hashes, lim, added, bits) VALUES (1, ?, ?, ?, ?, ?, ?, ?)`,
+			l.mark, l.seen, int64(f.nbits), f.hashes, f.limit, f.added.Load(), b)
+		return err
+	})
+}
+
+// loadFilter returns the saved filter if it is complete for the file as it
+// is (mark and hi are the counters now), nil otherwise. It runs before the
+// writer starts: no key reaches the file meanwhile.
+func loadFilter(ctx context.Context, db *sql.DB, mark, hi int64) (*keyFilter, error) {
+	var fmark, fhi, nbits, limit, added int64
+	var hashes int
+	var b []byte
+	err := db.QueryRowContext(ctx, `SELECT mark, hi, nbits, hashes, lim, added, bits FROM dedup_filter WHERE id = 1`).
+		Scan(&fmark, &fhi, &nbits, &hashes, &limit, &added, &b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	words := (nbits + 63) / 64
+	if fmark != mark || fhi != hi || hashes < 1 || nbits < 1 || int64(len(b)) != 8*words {
+		return nil, nil
+	}
+	f := &keyFilter{words: make([]atomic.Uint64, words), nbits: uint64(nbits), limit: limit, hashes: hashes}
+	for i := range f.words {
+		f.words[i].Store(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	f.added.Store(added)
+	return f, nil
 }

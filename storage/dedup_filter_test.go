@@ -142,3 +142,79 @@ func TestMemLevelShrinks(t *testing.T) {
 		t.Fatalf("a small level was copied (%d keys)", len(l.keys))
 	}
 }
+
+// TestDedupFilterSavedAtClose: a graceful stop saves the filter, and the
+// next start uses it at once, built by no one; retries still get their
+// first seqs. A start after another process appended does not use it.
+func TestDedupFilterSavedAtClose(t *testing.T) {
+	buildFilters = false
+	t.Cleanup(func() { buildFilters = true })
+	ctx := context.Background()
+	db, path := openTest(t, Options{})
+	for _, g := range []string{"g", "h"} {
+		if err := db.CreateGroup(ctx, g, g, "u1", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seqs := map[string]int64{}
+	for i := range 20 {
+		id := fmt.Sprint("c", i)
+		m, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: id})()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs[id] = m.Seq
+	}
+	if err := db.buildFilter(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil { // moves the 20 keys to dedup_1, the filter learns them
+		t.Fatal(err)
+	}
+
+	db, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := db.w.filters.ready.Load()
+	if f == nil {
+		t.Fatal("the filter saved at close is not in use after the next open")
+	}
+	var conv, user int64
+	if err := db.readers.QueryRow(`SELECT (SELECT key FROM ids WHERE id = 'g'), (SELECT key FROM ids WHERE id = 'u1')`).Scan(&conv, &user); err != nil {
+		t.Fatal(err)
+	}
+	for id, seq := range seqs {
+		if !f.mayHave(dedupKey{conv, user, cmidHash(id)}) {
+			t.Fatalf("the loaded filter lacks %s", id)
+		}
+		m, dup, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: "again"})()
+		if err != nil || !dup || m.Seq != seq {
+			t.Fatalf("retry of %s: %+v dup %v %v, want seq %d", id, m, dup, err, seq)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another process appends after this one saved its filter: the next
+	// start must not trust it.
+	other, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moveMemAtClose = false // the other process is killed: no move, no save
+	t.Cleanup(func() { moveMemAtClose = true })
+	if _, _, err := other.Append(ctx, chat.Message{Conv: "h", From: "u1", ClientMsgID: "x", Kind: chat.KindText, Body: "x"})(); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	db, err = Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.w.filters.ready.Load() != nil {
+		t.Fatal("a saved filter is in use although a message was appended after it was saved")
+	}
+}
