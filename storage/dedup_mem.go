@@ -105,7 +105,8 @@ func moveBacklog(ctx context.Context, db *sql.DB, mark *int64, hi int64) error {
 				ORDER BY conv, sender, cmid_hash`, *mark, upto); err != nil {
 				return err
 			}
-			_, err := tx.ExecContext(ctx, `UPDATE counters SET value = ? WHERE name = 'dedup_mark'`, upto)
+			// MAX: another process sharing the file may have raised it.
+			_, err := tx.ExecContext(ctx, `UPDATE counters SET value = MAX(value, ?) WHERE name = 'dedup_mark'`, upto)
 			return err
 		})
 		if err != nil {
