@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,12 +15,8 @@ import (
 // retry: it hears a real publish of process A on the bus and publishes the
 // same bytes again.
 func TestRedisBusRetryDeliversOnce(t *testing.T) {
-	r := startRedis(t)
-	dir := t.TempDir()
-	db := filepath.Join(dir, "bus.db")
-	cfg := redisConfig(t, dir, r)
-	a := startLogged(t, "A", db, cfg)
-	b := startLogged(t, "B", db, cfg)
+	pair := startRedisPair(t, "bus.db")
+	r, a, b := pair.r, pair.a, pair.b
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 

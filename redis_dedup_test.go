@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 )
 
@@ -13,12 +12,8 @@ import (
 // stored it was killed with SIGKILL and started again (its level is read
 // back from the messages table).
 func TestRedisRetryOnOtherProcess(t *testing.T) {
-	r := startRedis(t)
-	dir := t.TempDir()
-	db := filepath.Join(dir, "two.db")
-	cfg := redisConfig(t, dir, r)
-	a := startLogged(t, "A", db, cfg)
-	b := startLogged(t, "B", db, cfg)
+	pair := startRedisPair(t, "two.db")
+	a, b := pair.a, pair.b
 	alice := registerUser(t, a, "alice")
 	bob := registerUser(t, b, "bob")
 	group := newGroup(t, a, alice, bob)
@@ -59,7 +54,7 @@ func TestRedisRetryOnOtherProcess(t *testing.T) {
 	for i := range 10 {
 		send(b, bob, fmt.Sprint("b-after-", i))
 	}
-	a = startLogged(t, "A again", db, cfg)
+	a = startLogged(t, "A again", pair.db, pair.cfg)
 	for id := range first {
 		retry("after A's restart", a, id)
 		retry("after A's restart, on B", b, id)

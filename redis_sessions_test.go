@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,12 +14,8 @@ import (
 // A closes the socket on B at once (the bus carries it, as for logouts);
 // so does a password change.
 func TestRedisSessionsAcrossProcesses(t *testing.T) {
-	r := startRedis(t)
-	dir := t.TempDir()
-	db := filepath.Join(dir, "sessions.db")
-	cfg := redisConfig(t, dir, r)
-	a := startLogged(t, "A", db, cfg)
-	b := startLogged(t, "B", db, cfg)
+	pair := startRedisPair(t, "sessions.db")
+	a, b := pair.a, pair.b
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 

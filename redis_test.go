@@ -214,6 +214,27 @@ websocket:
 `, r.url()))
 }
 
+// redisPair is two server processes, A and B, on one database file and
+// one Redis, as a deployment of several processes on one host runs them.
+type redisPair struct {
+	r       *redisServer
+	a, b    *lproc
+	db, cfg string // the database file and the config, to start more
+}
+
+// startRedisPair starts Redis and the two processes on a database named
+// name under a temporary directory.
+func startRedisPair(t *testing.T, name string) redisPair {
+	t.Helper()
+	p := redisPair{r: startRedis(t)}
+	dir := t.TempDir()
+	p.db = filepath.Join(dir, name)
+	p.cfg = redisConfig(t, dir, p.r)
+	p.a = startLogged(t, "A", p.db, p.cfg)
+	p.b = startLogged(t, "B", p.db, p.cfg)
+	return p
+}
+
 // lproc is a server subprocess whose output is kept.
 type lproc struct {
 	*proc
@@ -1193,12 +1214,8 @@ func TestRedisDownAndBack(t *testing.T) {
 // once, identical stored lists from both, and membership changes and logouts
 // made through one process taking effect on the other's sockets.
 func TestRedisTwoProcesses(t *testing.T) {
-	r := startRedis(t)
-	dir := t.TempDir()
-	db := filepath.Join(dir, "two.db")
-	cfg := redisConfig(t, dir, r)
-	a := startLogged(t, "A", db, cfg)
-	b := startLogged(t, "B", db, cfg)
+	pair := startRedisPair(t, "two.db")
+	r, a, b := pair.r, pair.a, pair.b
 	procs := map[string]*lproc{"A": a, "B": b}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
