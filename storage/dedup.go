@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -203,9 +202,9 @@ type compactor struct {
 	log  *slog.Logger
 	stop chan struct{}
 	done chan struct{}
-	// sizes[1] is dedup_1's size as the job last counted it; the moves
-	// it makes keep it current. Level 0 counts itself (memLevel.size).
-	sizes [dedupLevels - 1]atomic.Int64
+	// size1 is dedup_1's size as the job last counted it; the moves it
+	// makes keep it current. Level 0 counts itself (memLevel.size).
+	size1 atomic.Int64
 	// moved counts the entries moved, for tests and benchmarks.
 	moved atomic.Int64
 }
@@ -230,8 +229,7 @@ func (c *compactor) close() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if n := c.db.w.mem.size.Load(); n > 0 {
-		c.sizes[0].Store(n)
+	if c.db.w.mem.size.Load() > 0 {
 		if err := c.moveMem(ctx, 0); err != nil {
 			c.log.Warn("dedup: moving the newest keys to the file at stop; the next start reads them back", "err", err)
 			return
@@ -259,9 +257,9 @@ func (c *compactor) loop() {
 	defer tick.Stop()
 	for {
 		if !counted {
-			n, err := c.count(ctx, 1)
+			n, err := c.count1(ctx)
 			if err == nil {
-				c.sizes[1].Store(n)
+				c.size1.Store(n)
 				counted = true
 			}
 		}
@@ -278,38 +276,24 @@ func (c *compactor) loop() {
 	}
 }
 
-func (c *compactor) count(ctx context.Context, k int) (int64, error) {
+// count1 counts dedup_1.
+func (c *compactor) count1(ctx context.Context) (int64, error) {
 	var n int64
-	err := c.db.readers.QueryRowContext(ctx, `SELECT COUNT(*) FROM dedup_`+strconv.Itoa(k)).Scan(&n)
+	err := c.db.readers.QueryRowContext(ctx, `SELECT COUNT(*) FROM dedup_1`).Scan(&n)
 	return n, err
 }
 
 // pass moves every full level into the next, smallest level first.
 func (c *compactor) pass(ctx context.Context) error {
-	c.sizes[0].Store(c.db.w.mem.size.Load())
-	for k := range dedupLevels - 1 {
-		if c.sizes[k].Load() < dedupLimits[k] {
-			continue
-		}
-		var err error
-		if k == 0 {
-			err = c.moveMem(ctx, dedupLimits[0]/2)
-		} else {
-			err = c.moveLevel(ctx, k)
-		}
-		if err != nil {
+	if c.db.w.mem.size.Load() >= dedupLimits[0] {
+		if err := c.moveMem(ctx, dedupLimits[0]/2); err != nil {
 			return err
 		}
 	}
+	if c.size1.Load() >= dedupLimits[1] {
+		return c.moveLevel1(ctx)
+	}
 	return nil
-}
-
-// chunkFor is the chunk a move of level k takes. Under a full load the
-// job's transactions wait behind batches of appends and the level
-// outgrows its bound: bigger chunks then, so that the job keeps up (up to
-// 8 times the chunk).
-func (c *compactor) chunkFor(k int) int {
-	return dedupChunk * int(min(8, max(1, c.sizes[k].Load()/dedupLimits[k])))
 }
 
 // moveMem moves level 0 (in memory) into dedup_1 until it holds about
@@ -381,7 +365,7 @@ func (c *compactor) moveMem(ctx context.Context, keep int64) error {
 			return err
 		}
 		c.moved.Add(n)
-		c.sizes[1].Add(n)
+		c.size1.Add(n)
 	}
 	return c.db.w.exec(ctx, func(t *wtx) error {
 		m, err := t.mem()
@@ -396,13 +380,16 @@ func (c *compactor) moveMem(ctx context.Context, keep int64) error {
 	})
 }
 
-// moveLevel moves dedup_k's entries into dedup_k+1, a chunk per
+// moveLevel1 moves dedup_1's entries into dedup_2, a chunk per
 // transaction, in key order from the lowest; entries added behind the
-// cursor meanwhile wait for the next pass.
-func (c *compactor) moveLevel(ctx context.Context, k int) error {
-	from, to := "dedup_"+strconv.Itoa(k), "dedup_"+strconv.Itoa(k+1)
+// cursor meanwhile wait for the next pass. Under a full load the job's
+// transactions wait behind batches of appends and dedup_1 outgrows its
+// bound: bigger chunks then, so that the job keeps up (up to 8 times the
+// chunk).
+func (c *compactor) moveLevel1(ctx context.Context) error {
+	const from, to = "dedup_1", "dedup_2"
 	at := dedupBelowAll
-	chunk := c.chunkFor(k)
+	chunk := dedupChunk * int(min(8, max(1, c.size1.Load()/dedupLimits[1])))
 	for {
 		var n int64
 		var last bool
@@ -415,18 +402,18 @@ func (c *compactor) moveLevel(ctx context.Context, k int) error {
 			return err
 		}
 		c.moved.Add(n)
-		c.sizes[k].Add(-n)
+		c.size1.Add(-n)
 		// A long move of dedup_1 leaves the level in memory to no
 		// one: it is kept to its bound between the chunks.
-		if k == 1 && c.db.w.mem.size.Load() > dedupLimits[0] {
+		if c.db.w.mem.size.Load() > dedupLimits[0] {
 			if err := c.moveMem(ctx, dedupLimits[0]/2); err != nil {
 				return err
 			}
 		}
 		if last {
 			// Retention deletes from the levels too: count again.
-			if m, err := c.count(ctx, k); err == nil {
-				c.sizes[k].Store(m)
+			if m, err := c.count1(ctx); err == nil {
+				c.size1.Store(m)
 			}
 			return nil
 		}

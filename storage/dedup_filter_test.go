@@ -151,31 +151,15 @@ func TestDedupFilterSavedAtClose(t *testing.T) {
 	t.Cleanup(func() { buildFilters = true })
 	ctx := context.Background()
 	db, path := openTest(t, Options{})
-	for _, g := range []string{"g", "h"} {
-		if err := db.CreateGroup(ctx, g, g, "u1", nil); err != nil {
-			t.Fatal(err)
-		}
+	if err := db.CreateGroup(ctx, "h", "h", "u1", nil); err != nil {
+		t.Fatal(err)
 	}
-	seqs := map[string]int64{}
-	for i := range 20 {
-		id := fmt.Sprint("c", i)
-		m, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: id})()
-		if err != nil {
-			t.Fatal(err)
-		}
-		seqs[id] = m.Seq
-	}
+	seqs := sendTexts(t, db, "g", 20)
 	if err := db.buildFilter(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Close(); err != nil { // moves the 20 keys to dedup_1, the filter learns them
-		t.Fatal(err)
-	}
-
-	db, err := Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The close moves the 20 keys to dedup_1 (the filter learns them).
+	db = reopen(t, db, path)
 	f := db.w.filters.ready.Load()
 	if f == nil {
 		t.Fatal("the filter saved at close is not in use after the next open")
@@ -184,15 +168,12 @@ func TestDedupFilterSavedAtClose(t *testing.T) {
 	if err := db.readers.QueryRow(`SELECT (SELECT key FROM ids WHERE id = 'g'), (SELECT key FROM ids WHERE id = 'u1')`).Scan(&conv, &user); err != nil {
 		t.Fatal(err)
 	}
-	for id, seq := range seqs {
+	for id := range seqs {
 		if !f.mayHave(dedupKey{conv, user, cmidHash(id)}) {
 			t.Fatalf("the loaded filter lacks %s", id)
 		}
-		m, dup, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: "again"})()
-		if err != nil || !dup || m.Seq != seq {
-			t.Fatalf("retry of %s: %+v dup %v %v, want seq %d", id, m, dup, err, seq)
-		}
 	}
+	retryTexts(t, db, "g", seqs)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}

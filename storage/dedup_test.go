@@ -418,44 +418,63 @@ func TestMigration0011(t *testing.T) {
 // memory moves them to the file first, so that the next open reads
 // nothing back; retries still get their first seqs.
 func TestDedupLevelMovedAtClose(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "c.db")
-	db, err := Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
+	db, path := openTest(t, Options{})
+	seqs := sendTexts(t, db, "g", 50)
+	if n := db.w.mem.size.Load(); n != 50 {
+		t.Fatalf("the level in memory holds %d keys before the close, want 50", n)
 	}
-	if err := db.CreateGroup(ctx, "g", "g", "u1", nil); err != nil {
+	db = reopen(t, db, path)
+	if n := db.w.mem.size.Load(); n != 0 {
+		t.Fatalf("the next open read back %d keys, want none", n)
+	}
+	retryTexts(t, db, "g", seqs)
+}
+
+// sendTexts creates group conv of u1 and appends texts c0 .. c<n-1> from
+// u1 to it; it returns their seqs by client_msg_id.
+func sendTexts(t *testing.T, db *DB, conv string, n int) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	if err := db.CreateGroup(ctx, conv, conv, "u1", nil); err != nil {
 		t.Fatal(err)
 	}
 	seqs := map[string]int64{}
-	for i := range 50 {
+	for i := range n {
 		id := fmt.Sprint("c", i)
-		m, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: id})()
+		m, _, err := db.Append(ctx, chat.Message{Conv: conv, From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: id})()
 		if err != nil {
 			t.Fatal(err)
 		}
 		seqs[id] = m.Seq
 	}
-	if n := db.w.mem.size.Load(); n != 50 {
-		t.Fatalf("the level in memory holds %d keys before the close, want 50", n)
+	return seqs
+}
+
+// retryTexts sends every client_msg_id of seqs from u1 to conv again: each
+// must be answered as a duplicate of its first seq (PROTOCOL guarantee 3).
+func retryTexts(t *testing.T, db *DB, conv string, seqs map[string]int64) {
+	t.Helper()
+	for id, seq := range seqs {
+		m, dup, err := db.Append(context.Background(), chat.Message{Conv: conv, From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: "again"})()
+		if err != nil || !dup || m.Seq != seq {
+			t.Fatalf("retry of %s: %+v dup %v %v, want seq %d", id, m, dup, err, seq)
+		}
 	}
+}
+
+// reopen closes db and opens the store at path again, closed when the
+// test ends.
+func reopen(t *testing.T, db *DB, path string) *DB {
+	t.Helper()
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err = Open(ctx, path, Options{})
+	db, err := Open(context.Background(), path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	if n := db.w.mem.size.Load(); n != 0 {
-		t.Fatalf("the next open read back %d keys, want none", n)
-	}
-	for id, seq := range seqs {
-		m, dup, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: "again"})()
-		if err != nil || !dup || m.Seq != seq {
-			t.Fatalf("retry of %s after reopening: %+v dup %v %v, want seq %d", id, m, dup, err, seq)
-		}
-	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 // TestDedupMovesOfTwoProcesses: two stores on one file (two processes)
@@ -500,14 +519,14 @@ func TestDedupMovesOfTwoProcesses(t *testing.T) {
 	if err := a.compactor.moveMem(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.compactor.moveLevel(ctx, 1); err != nil {
+	if err := a.compactor.moveLevel1(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.compactor.moveMem(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, db := range []*DB{b, a} {
-		if err := db.compactor.moveLevel(ctx, 1); err != nil {
+		if err := db.compactor.moveLevel1(ctx); err != nil {
 			t.Fatalf("moving dedup_1 to dedup_2 after both moved their level: %v", err)
 		}
 	}
@@ -532,40 +551,12 @@ func TestDedupMovesOfTwoProcesses(t *testing.T) {
 func TestDedupLongBacklogMovedAtOpen(t *testing.T) {
 	moveMemAtClose, memReadBack = false, 4
 	t.Cleanup(func() { moveMemAtClose, memReadBack = true, 1<<17 })
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "b.db")
-	db, err := Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.CreateGroup(ctx, "g", "g", "u1", nil); err != nil {
-		t.Fatal(err)
-	}
-	seqs := map[string]int64{}
-	for i := range 11 {
-		id := fmt.Sprint("c", i)
-		m, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: id})()
-		if err != nil {
-			t.Fatal(err)
-		}
-		seqs[id] = m.Seq
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err = Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, path := openTest(t, Options{})
+	seqs := sendTexts(t, db, "g", 11)
+	db = reopen(t, db, path)
 	// 11 above the mark: two moves of 4 leave 3 to read back.
 	if n, mark := db.w.mem.size.Load(), db.w.mem.mark; n != 3 || mark != 8 {
 		t.Fatalf("after the open: %d keys in memory, mark %d; want 3 and 8", n, mark)
 	}
-	for id, seq := range seqs {
-		m, dup, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: id, Kind: chat.KindText, Body: "again"})()
-		if err != nil || !dup || m.Seq != seq {
-			t.Fatalf("retry of %s: %+v dup %v %v, want seq %d", id, m, dup, err, seq)
-		}
-	}
+	retryTexts(t, db, "g", seqs)
 }
