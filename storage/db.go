@@ -200,13 +200,22 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		seqs = newRedisSeqs(seq.NewRedisAllocator(opts.Redis, opts.RedisPrefix, txBounds{}, opts.RedisAlloc))
 	}
 	mem, err := loadMemLevel(ctx, w)
+	var filter *keyFilter
+	if err == nil {
+		// Before anything can move a key to the file (the writer takes
+		// no job until Open returns or the jobs below start).
+		filter, err = loadFilter(ctx, w, mem.mark, mem.seen)
+	}
 	if err != nil {
 		db.ckpt.close()
-		return nil, errors.Join(fmt.Errorf("open %s: reading the newest dedup level: %w", path, err), r.Close(), c.Close(), w.Close())
+		return nil, errors.Join(fmt.Errorf("open %s: reading the dedup keys: %w", path, err), r.Close(), c.Close(), w.Close())
 	}
 	if db.w, err = newWriter(ctx, w, seqs, db.keys, mem, db.ckpt, opts); err != nil {
 		db.ckpt.close()
 		return nil, errors.Join(err, r.Close(), c.Close(), w.Close())
+	}
+	if filter != nil {
+		db.w.filters.ready.Store(filter)
 	}
 	db.links = &linker{}
 	db.w.links = db.links

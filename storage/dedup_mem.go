@@ -52,7 +52,6 @@ type memLevel struct {
 	size  atomic.Int64
 	// filters learn the keys that leave the level for the files.
 	filters *filters
-	saved   *keyFilter // the filter a graceful stop saved, if still good
 }
 
 const (
@@ -70,11 +69,6 @@ func loadMemLevel(ctx context.Context, db *sql.DB) (*memLevel, error) {
 	if err := moveBacklog(ctx, db, &l.mark, hi); err != nil {
 		return nil, err
 	}
-	f, err := loadFilter(ctx, db, l.mark, hi)
-	if err != nil {
-		return nil, fmt.Errorf("reading the saved dedup key filter: %w", err)
-	}
-	l.saved = f
 	l.seen = l.mark
 	rows, err := db.QueryContext(ctx, memRowsSQL, l.seen)
 	if err != nil {

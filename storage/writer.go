@@ -87,10 +87,6 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, keys *keyCache, 
 	}
 	w.health.log = opts.Logger
 	mem.filters = &w.filters
-	if mem.saved != nil {
-		w.filters.ready.Store(mem.saved)
-		mem.saved = nil
-	}
 	for i := range w.insertArgs {
 		w.insertArgs[i].Ordinal = i + 1
 	}
