@@ -43,8 +43,9 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 		return w.appendExtras(t, j, m)
 	}
 	// Taking the hash's first slot in the dedup levels, all its slots
-	// free, decides duplicates: one statement for the common case, a
-	// look-up only for a retry.
+	// free, decides duplicates: a look-up in memory (and in the filter of
+	// the levels on file) for the common case, a statement only for a
+	// retry or a filter's false positive.
 	h, id, claimed, err := claimFirst(t, j.sender.convKey, j.sender.userKey, m.ClientMsgID, m.Seq)
 	if err != nil {
 		return err
