@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/imserver/imserver/internal/pgtest"
 	"github.com/imserver/imserver/postgres"
 	"github.com/imserver/imserver/storage"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 var (
@@ -259,5 +261,72 @@ func TestBackupPostgresBadURL(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "connect") || strings.Contains(err.Error()+out.String(), "secretpw") {
 			t.Errorf("%s on an unreachable PostgreSQL: %v\n%s", c, err, out.String())
 		}
+	}
+}
+
+// TestMigrateCheckFindsMismatch: the check that ends a copy refuses a
+// target that differs from the source in a table's row count or in a
+// conversation's messages or max_seq (here the copy is made, then the
+// target changed inside the check's transaction).
+func TestMigrateCheckFindsMismatch(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "src.db")
+	src, err := storage.Open(ctx, path, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"ann", "ben"} {
+		if err := src.CreateUser(ctx, chat.User{ID: u, Username: u, DisplayName: u}, "hash-"+u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := src.CreateDirect(ctx, "d", "ann", "ben"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, _, err := src.Append(ctx, chat.Message{Conv: "d", From: "ann", ClientMsgID: fmt.Sprint(i), Kind: "text", Body: fmt.Sprint("m", i)})(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src.Close()
+	url := testPostgres(t).NewDB(t)
+	if err := migrateToPostgres(ctx, path, url, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	sdb, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdb.Close()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, tc := range []struct{ name, tamper, want string }{
+		{"a row missing", `DELETE FROM messages WHERE seq = 5`, "check: messages has 5 rows in SQLite but 4 in PostgreSQL"},
+		{"max_seq", `UPDATE conversations SET max_seq = 4 WHERE id = 'd'`, "check: conversation d: SQLite has 5 messages up to seq 5 (max_seq 5), PostgreSQL 5 up to 5 (max_seq 4)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stx, err := sdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stx.Rollback()
+			ptx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ptx.Rollback(ctx)
+			if err := checkCopy(ctx, stx, ptx, []tableCopy{{name: "users"}, {name: "messages"}}); err != nil {
+				t.Fatalf("the check refuses the copy as made: %v", err)
+			}
+			if _, err := ptx.Exec(ctx, tc.tamper); err != nil {
+				t.Fatal(err)
+			}
+			if err := checkCopy(ctx, stx, ptx, []tableCopy{{name: "users"}, {name: "messages"}}); err == nil || err.Error() != tc.want {
+				t.Fatalf("check after %s: got %v, want %q", tc.tamper, err, tc.want)
+			}
+		})
 	}
 }

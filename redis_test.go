@@ -946,11 +946,20 @@ func TestRedisFlushAllNeverGoesBack(t *testing.T) {
 // TestRedisDownAndBack kills redis-server under load and brings it back
 // empty: sends answer `unavailable` fast while it is down, /healthz says
 // degraded, sending resumes without restarting imserver, and nothing
-// answered `unavailable` is stored.
+// answered `unavailable` is stored. On either store: on PostgreSQL the
+// seq blocks' bounds are persisted in its transactions.
 func TestRedisDownAndBack(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		redisDownAndBack(t, filepath.Join(t.TempDir(), "down.db"))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		redisDownAndBack(t, testPostgres(t).NewDB(t))
+	})
+}
+
+func redisDownAndBack(t *testing.T, db string) {
 	r := startRedis(t)
 	dir := t.TempDir()
-	db := filepath.Join(dir, "down.db")
 	p := startLogged(t, "A", db, redisConfig(t, dir, r))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -959,71 +968,18 @@ func TestRedisDownAndBack(t *testing.T) {
 	group := newGroup(t, p, alice, bob)
 	ws := dialWS(t, ctx, p, "alice", alice.Token)
 
-	// Two senders run until stopped: one over HTTP, one over the socket,
-	// each one message at a time so that every answer's latency is its own.
-	var mu sync.Mutex
-	var results []sendResult
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	sender := func(name string, send func(id string) sendResult) {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			res := send(fmt.Sprintf("%s-%d", name, i))
-			res.Conv = group
-			mu.Lock()
-			results = append(results, res)
-			mu.Unlock()
-			if !res.ok() {
-				time.Sleep(20 * time.Millisecond) // as a client backing off
-			}
-		}
-	}
-	wg.Add(2)
-	go sender("http", func(id string) sendResult { return httpSend(p, alice.Token, group, id, "x") })
-	go sender("ws", func(id string) sendResult { return ws.sendAndWait(group, id, "x", 20*time.Second) })
-	count := func(pred func(sendResult) bool) int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, r := range results {
-			if pred(r) {
-				n++
-			}
-		}
-		return n
-	}
+	snd := startSenders(p, alice.Token, ws, group, 20*time.Millisecond)
 	waitCount := func(what string, timeout time.Duration, n int, pred func(sendResult) bool) {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for count(pred) < n {
-			if time.Now().After(deadline) {
-				close(stop)
-				wg.Wait()
-				mu.Lock()
-				for _, pfx := range []string{"http-", "ws-"} {
-					var last []string
-					for _, res := range results {
-						if strings.HasPrefix(res.ID, pfx) {
-							last = append(last, fmt.Sprintf("%s: %d %q seq %d err %v after %v", res.ID, res.Status, res.Code, res.Seq, res.Err, res.End.Sub(res.Start).Round(time.Millisecond)))
-						}
-					}
-					t.Logf("last %s sends:\n%s", pfx, strings.Join(last[max(0, len(last)-5):], "\n"))
-				}
-				mu.Unlock()
+		defer func() {
+			if t.Failed() {
 				ws.mu.Lock()
 				t.Logf("alice's socket: frames %v, closed %v %v, other frames %q", ws.frames, ws.closed, ws.closeErr, ws.other)
 				ws.mu.Unlock()
-				t.Fatalf("%s: only %d within %v", what, count(pred), timeout)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		}()
+		snd.waitCount(t, what, timeout, n, pred)
 	}
-
 	waitCount("sends before the outage", 30*time.Second, 300, sendResult.ok)
 	killedAt := time.Now()
 	r.kill()
@@ -1063,8 +1019,7 @@ func TestRedisDownAndBack(t *testing.T) {
 	waitCount("sends after Redis came back", 30*time.Second, 200, func(res sendResult) bool {
 		return res.ok() && res.Start.After(restartAt)
 	})
-	close(stop)
-	wg.Wait()
+	results := snd.halt()
 	deadline = time.Now().Add(10 * time.Second)
 	for {
 		hc, h, err := health(p)

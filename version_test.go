@@ -75,19 +75,9 @@ func TestServeRefusesNewerSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw.Close()
-	cmd := exec.Command(serverBin, "serve", "--addr", freeAddr(t), "--db", dbPath)
-	done := make(chan struct{})
-	var out []byte
-	go func() { out, err = cmd.CombinedOutput(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("serve kept running on a newer schema: %s", out)
-	}
+	out, err := serveExits(t, dbPath)
 	want := "database schema 9999 is newer than this imserver"
-	if err == nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), "upgrade imserver") {
+	if err == nil || !strings.Contains(out, want) || !strings.Contains(out, "upgrade imserver") {
 		t.Fatalf("serve: err %v, output %q, want %q", err, out, want)
 	}
 }

@@ -127,6 +127,7 @@ command fails if any of them is off.`,
 	f.StringVar(&growthSizes, "growth-sizes", "0,1M,10M", "growth: database sizes in messages")
 	f.StringVar(&o.Growth.Dir, "growth-dir", "", "growth: where the populated databases are made and kept (default $TMPDIR/imserver-growth)")
 	f.StringVar(&o.Growth.Plot, "plot", "", "growth: write an SVG plot here")
+	f.IntVar(&o.Growth.Rounds, "growth-rounds", 1, "growth: measure every size this many times, in turn, and report the medians")
 	f.StringVar(&o.URL, "url", "", "base URL of a running server, e.g. http://127.0.0.1:8080; several nodes of one cluster comma-separated: sessions connect to them in turn (session i to node i mod n), setup and /metrics use the first")
 	f.BoolVar(&o.Embedded, "embedded", true, "start a server on a temporary database (default when --url is empty)")
 	f.StringVar(&o.ServerBin, "server-bin", "", "imserver binary for --embedded (default: this executable)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,19 +33,27 @@ type GrowthOptions struct {
 	Starts int
 	// Lists is how many times the conversation list is fetched.
 	Lists int
+	// Rounds is how many times every size is measured (the figures are
+	// the medians); 1 by default.
+	Rounds int
 }
 
 // GrowthRow is one database size's figures.
 type GrowthRow struct {
-	Messages     int     `json:"messages"`
-	DBBytes      int64   `json:"db_bytes"`
-	BytesPerMsg  float64 `json:"bytes_per_message"`
-	StartupSec   float64 `json:"startup_seconds"` // median
-	StartupMax   float64 `json:"startup_seconds_max"`
-	IdleRSS      float64 `json:"idle_rss_bytes"`
-	ListSec      float64 `json:"list_seconds"` // median of GET /conversations?since=0
-	ListColdSec  float64 `json:"list_cold_seconds"`
-	ListEntries  int     `json:"list_entries"`
+	Messages    int     `json:"messages"`
+	DBBytes     int64   `json:"db_bytes"`
+	BytesPerMsg float64 `json:"bytes_per_message"`
+	StartupSec  float64 `json:"startup_seconds"` // median
+	StartupMax  float64 `json:"startup_seconds_max"`
+	IdleRSS     float64 `json:"idle_rss_bytes"`
+	ListSec     float64 `json:"list_seconds"` // median of GET /conversations?since=0
+	ListColdSec float64 `json:"list_cold_seconds"`
+	ListEntries int     `json:"list_entries"`
+	// SearchMs and SearchP99ms time two-word searches of the populated
+	// user over all its conversations (the history's common words: many
+	// hits, the first page of 20 returned).
+	SearchMs     float64 `json:"search_ms"`
+	SearchP99ms  float64 `json:"search_p99_ms"`
 	SendsPerSec  float64 `json:"sends_per_sec"`
 	DeliverP99ms float64 `json:"deliver_p99_ms"` // at 10k msgs/s
 	CatchupSec   float64 `json:"catchup_seconds"`
@@ -93,16 +102,32 @@ func runGrowth(ctx context.Context, o Options) ([]GrowthRow, error) {
 	if err := os.MkdirAll(g.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	var rows []GrowthRow
-	for _, n := range g.Sizes {
-		row, err := growthRow(ctx, o, g, n)
-		if err != nil {
-			return rows, err
+	if g.Rounds <= 0 {
+		g.Rounds = 1
+	}
+	// Rounds go over every size in turn (0, 1M, 10M, 0, 1M, 10M...), each
+	// on a fresh copy of its history, so that a slow minute of a shared
+	// machine's disk or CPU lands on one size's round, not on all of one
+	// size's figures; each figure is the median over the rounds.
+	runs := make([][]GrowthRow, len(g.Sizes))
+	for r := 1; r <= g.Rounds; r++ {
+		for i, n := range g.Sizes {
+			if g.Rounds > 1 {
+				fmt.Fprintf(o.Stderr, "growth: round %d of %d, %d messages\n", r, g.Rounds, n)
+			}
+			row, err := growthRow(ctx, o, g, n)
+			if err != nil {
+				return nil, err
+			}
+			runs[i] = append(runs[i], row)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 		}
-		rows = append(rows, row)
-		if ctx.Err() != nil {
-			return rows, ctx.Err()
-		}
+	}
+	rows := make([]GrowthRow, len(g.Sizes))
+	for i := range runs {
+		rows[i] = medianRow(runs[i])
 	}
 	WriteGrowthTable(o.Stdout, rows)
 	if g.Plot != "" {
@@ -117,6 +142,39 @@ func runGrowth(ctx context.Context, o Options) ([]GrowthRow, error) {
 		fmt.Fprintf(o.Stderr, "growth: plot written to %s\n", g.Plot)
 	}
 	return rows, nil
+}
+
+// medianRow is one size's rounds as one row: each measured figure is the
+// median of its rounds (the startup's worst is the worst of all), the
+// rounds' errors all kept.
+func medianRow(rounds []GrowthRow) GrowthRow {
+	row := rounds[0]
+	if len(rounds) == 1 {
+		return row
+	}
+	med := func(f func(GrowthRow) float64) float64 {
+		v := make([]float64, len(rounds))
+		for i, r := range rounds {
+			v[i] = f(r)
+		}
+		return median(v)
+	}
+	row.StartupSec = med(func(r GrowthRow) float64 { return r.StartupSec })
+	row.IdleRSS = med(func(r GrowthRow) float64 { return r.IdleRSS })
+	row.ListSec = med(func(r GrowthRow) float64 { return r.ListSec })
+	row.ListColdSec = med(func(r GrowthRow) float64 { return r.ListColdSec })
+	row.SendsPerSec = med(func(r GrowthRow) float64 { return r.SendsPerSec })
+	row.DeliverP99ms = med(func(r GrowthRow) float64 { return r.DeliverP99ms })
+	row.CatchupSec = med(func(r GrowthRow) float64 { return r.CatchupSec })
+	row.SearchMs = med(func(r GrowthRow) float64 { return r.SearchMs })
+	row.SearchP99ms = med(func(r GrowthRow) float64 { return r.SearchP99ms })
+	row.HistoryAppendsPerSec = med(func(r GrowthRow) float64 { return r.HistoryAppendsPerSec })
+	row.Errors = nil
+	for _, r := range rounds {
+		row.StartupMax = max(row.StartupMax, r.StartupMax)
+		row.Errors = append(row.Errors, r.Errors...)
+	}
+	return row
 }
 
 // history returns the populated database of n messages, making it first
@@ -150,6 +208,14 @@ func copyFile(dst, src string) error {
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	// Written through before anything is measured: gigabytes of the copy
+	// still dirty in the page cache are written back during the first
+	// measurements, and every fsync of the server's WAL waits behind them
+	// (10M: 15–26k appends/s right after an unsynced copy, 31–34k after).
+	if err := out.Sync(); err != nil {
 		out.Close()
 		return err
 	}
@@ -254,6 +320,18 @@ func growthRow(ctx context.Context, o Options, g GrowthOptions, n int) (GrowthRo
 	fmt.Fprintf(o.Stderr, "growth %d: idle RSS %.1f MiB, list of %d conversations %.1f ms (cold %.1f ms)\n",
 		n, row.IdleRSS/(1<<20), row.ListEntries, row.ListSec*1000, row.ListColdSec*1000)
 
+	var searches []float64
+	for _, q := range populate.SearchTerms(growthSearches, 1) {
+		t0 := time.Now()
+		if err := api.do(ctx, "GET", "/api/v1/search?q="+url.QueryEscape(q), login.Token, nil, nil, 200); err != nil {
+			return row, fmt.Errorf("search %q: %w", q, err)
+		}
+		searches = append(searches, float64(time.Since(t0))/float64(time.Millisecond))
+	}
+	sort.Float64s(searches)
+	row.SearchMs, row.SearchP99ms = median(searches), searches[len(searches)*99/100]
+	fmt.Fprintf(o.Stderr, "growth %d: two-word search %.1f ms median, %.1f ms p99\n", n, row.SearchMs, row.SearchP99ms)
+
 	sub := o
 	sub.URL, sub.Embedded = srv.url, false
 	sub.Growth = GrowthOptions{}
@@ -314,6 +392,9 @@ func historyAppends(ctx context.Context, o Options, db string, row *GrowthRow) e
 	return err
 }
 
+// growthSearches is how many searches are timed per size.
+const growthSearches = 200
+
 // historyAppendMessages is what populate --more appends per size.
 const historyAppendMessages = 100000
 
@@ -331,16 +412,16 @@ func humanCount(n int) string {
 // WriteGrowthTable prints the rows as a Markdown table.
 func WriteGrowthTable(w io.Writer, rows []GrowthRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| messages\t appends/s into the history\t durable sends/s\t deliver p99 @10k/s\t catch-up 10k\t list of 300 (cold)\t startup\t idle RSS\t database\t bytes/msg\t")
-	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t")
+	fmt.Fprintln(tw, "| messages\t appends/s into the history\t durable sends/s\t deliver p99 @10k/s\t catch-up 10k\t list of 300 (cold)\t search p50 / p99\t startup\t idle RSS\t database\t bytes/msg\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t")
 	for _, r := range rows {
 		bpm := "–"
 		if r.Messages > 0 {
 			bpm = fmt.Sprintf("%.0f", r.BytesPerMsg)
 		}
-		fmt.Fprintf(tw, "| %s\t %.0f\t %.0f\t %.1f ms\t %.3f s\t %.1f ms (%.1f ms)\t %.0f ms\t %.1f MiB\t %.0f MiB\t %s\t\n",
+		fmt.Fprintf(tw, "| %s\t %.0f\t %.0f\t %.1f ms\t %.3f s\t %.1f ms (%.1f ms)\t %.1f / %.1f ms\t %.0f ms\t %.1f MiB\t %.0f MiB\t %s\t\n",
 			humanCount(r.Messages), r.HistoryAppendsPerSec, r.SendsPerSec, r.DeliverP99ms, r.CatchupSec, r.ListSec*1000, r.ListColdSec*1000,
-			r.StartupSec*1000, r.IdleRSS/(1<<20), float64(r.DBBytes)/(1<<20), bpm)
+			r.SearchMs, r.SearchP99ms, r.StartupSec*1000, r.IdleRSS/(1<<20), float64(r.DBBytes)/(1<<20), bpm)
 	}
 	tw.Flush()
 	for _, r := range rows {
@@ -360,6 +441,7 @@ var growthSeries = []struct {
 	{"deliver p99 at 10k/s", "#ff7f0e", func(r GrowthRow) float64 { return r.DeliverP99ms }},
 	{"catch-up of 10k", "#2ca02c", func(r GrowthRow) float64 { return r.CatchupSec }},
 	{"conversation list", "#d62728", func(r GrowthRow) float64 { return r.ListSec }},
+	{"search, two words", "#e377c2", func(r GrowthRow) float64 { return r.SearchMs }},
 	{"startup", "#9467bd", func(r GrowthRow) float64 { return r.StartupSec }},
 	{"idle RSS", "#8c564b", func(r GrowthRow) float64 { return r.IdleRSS }},
 }

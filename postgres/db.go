@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/imserver/imserver/chat"
@@ -47,6 +48,9 @@ type Options struct {
 	OnCommit func([]chat.Message)
 	// Metrics observes the writer; nil for none.
 	Metrics WriterMetrics
+	// Logger gets the writer's two health lines (writes start failing,
+	// writes succeed again); nil for none.
+	Logger *slog.Logger
 	// Redis, when set, allocates seqs in blocks whose bound is persisted in
 	// the write transaction; without it seqs come from the conversation row.
 	Redis       redis.UniversalClient
@@ -69,6 +73,12 @@ type Options struct {
 // WriterMetrics observes the group commit.
 type WriterMetrics interface {
 	Batch(jobs, messages int, commit time.Duration)
+}
+
+// WriteErrorMetrics counts failed write transactions by writehealth's
+// kind; Options.Metrics may implement it.
+type WriteErrorMetrics interface {
+	WriteError(kind string)
 }
 
 // DB is the PostgreSQL store. It implements chat.Store.
@@ -153,10 +163,21 @@ func (db *DB) Close() error {
 	return nil
 }
 
-// Ping checks that the database answers.
+// Ping checks that the database answers and that writes commit (for
+// /healthz): a node that can read but not write cannot take messages. A
+// failure stops counting healthFresh after the last write that met it: a
+// node no traffic reaches any more (a readiness probe took it out after
+// the failure) must be let back in to find out whether writes work again.
+// (A commit of our own cannot tell: an empty one succeeds on a full disk.)
 func (db *DB) Ping(ctx context.Context) error {
+	if err := db.w.health.Recent(healthFresh); err != nil {
+		return err
+	}
 	return wrap(db.pool.Ping(ctx))
 }
+
+// healthFresh is how long a failed write keeps /healthz failing.
+const healthFresh = 30 * time.Second
 
 // Pool is the connection pool, for tools (migrate-to-postgres) and tests.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
@@ -180,8 +201,9 @@ func wrap(err error) error {
 	if errors.As(err, &pe) {
 		switch {
 		case len(pe.Code) >= 2 && (pe.Code[:2] == "08" || pe.Code[:2] == "53" || pe.Code[:2] == "57"),
-			pe.Code == "40001", pe.Code == "40P01", pe.Code == "25006": // serialization, deadlock, read-only standby
-			return fmt.Errorf("%w (%s)", errUnavailable, pe.Code)
+			pe.Code == "40001", pe.Code == "40P01", pe.Code == "25006", // serialization, deadlock, read-only standby
+			pe.Code == "25P03", pe.Code == "58030": // session ended idle in a transaction, I/O error
+			return fmt.Errorf("%w: %w", errUnavailable, pe) // pe: failureKind reads its code
 		case pe.Code[:2] == "22":
 			// Data PostgreSQL cannot hold (a NUL byte in text, a number
 			// out of range): the request's fault.
@@ -200,12 +222,3 @@ func isUnique(err error) bool {
 }
 
 func nowMS() int64 { return time.Now().UnixMilli() }
-
-// WriteHealth implements chat.UserStore: nil while writes commit, else the
-// unavailable error the last batch was answered with.
-func (db *DB) WriteHealth() error {
-	if err := db.w.failing.Load(); err != nil {
-		return *err
-	}
-	return nil
-}

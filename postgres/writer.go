@@ -10,6 +10,7 @@ import (
 
 	"github.com/imserver/imserver/chat"
 	"github.com/imserver/imserver/internal/batch"
+	"github.com/imserver/imserver/internal/writehealth"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -49,9 +50,8 @@ type writer struct {
 	seqs seqSource
 	opts Options
 
-	// failing is the unavailable error of the last batch, nil once one
-	// commits (WriteHealth).
-	failing atomic.Pointer[error]
+	// health is whether batches commit (WriteHealth, Ping).
+	health writehealth.Health
 	// reruns counts the batches of messages rerun with the counter taken
 	// first (runTx), for tests.
 	reruns atomic.Int64
@@ -82,10 +82,11 @@ var errClosed = chat.Errorf(chat.EUnavailable, "the server is shutting down")
 
 func newWriter(pool *pgxpool.Pool, seqs seqSource, opts Options) *writer {
 	w := &writer{
-		pool:  pool,
-		seqs:  seqs,
-		opts:  opts,
-		queue: batch.New[*job](opts.BatchSize, opts.BatchDelay, errClosed),
+		pool:   pool,
+		seqs:   seqs,
+		opts:   opts,
+		health: writehealth.Health{Log: opts.Logger},
+		queue:  batch.New[*job](opts.BatchSize, opts.BatchDelay, errClosed),
 	}
 	w.queue.Split = splitKinds
 	go w.queue.Run(w.run, nil)
@@ -152,8 +153,11 @@ func (w *writer) run(batch []*job) []*job {
 	t, batch, err := w.runTx(ctx, batch)
 	if err != nil {
 		err = wrap(err)
-		if chat.ErrorCode(err) == chat.EUnavailable {
-			w.failing.Store(&err)
+		if kind := failureKind(err); kind != "" {
+			w.health.Failed(kind, err)
+			if m, ok := w.opts.Metrics.(WriteErrorMetrics); ok {
+				m.WriteError(kind)
+			}
 		}
 		var ce *chat.Error
 		if !errors.As(err, &ce) {
@@ -164,7 +168,15 @@ func (w *writer) run(batch []*job) []*job {
 		}
 		return batch
 	}
-	w.failing.Store(nil)
+	// A commit that stored nothing (only duplicates, or jobs that each
+	// failed on their own) says nothing about the disk.
+	wrote := len(t.committed) > 0
+	for _, j := range batch {
+		wrote = wrote || (j.fn != nil && j.r.err == nil)
+	}
+	if wrote {
+		w.health.Succeeded()
+	}
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.Batch(len(batch), len(t.committed), time.Since(start))
 	}
@@ -177,6 +189,17 @@ func (w *writer) run(batch []*job) []*job {
 	}
 	return batch
 }
+
+// idleTxSQL bounds how long PostgreSQL lets the writer's transaction sit
+// idle (between round trips) before it ends the session. Only a node that
+// died or whose link was cut mid-batch reaches it; its row locks would
+// otherwise block every other node's sends into those conversations until
+// TCP gave up on the link (hours). It is above the longest wait inside a
+// transaction (a Redis seq reservation, 2 s at most), and set per
+// transaction, not per connection, so that other transactions of the pool
+// (migrate-to-postgres reads SQLite for minutes between its statements)
+// and poolers that refuse startup parameters are left alone.
+const idleTxSQL = "SET LOCAL idle_in_transaction_session_timeout = 5000"
 
 // lockLastTimeout bounds the wait for the counter of a batch that takes it
 // last (SET LOCAL lock_timeout); it must stay below PostgreSQL's
@@ -287,6 +310,7 @@ func (w *writer) runTxLockLast(ctx context.Context, batch []*job) (*wtx, []*job,
 	defer release()
 	t.lockLast = true
 	t.queue("BEGIN")
+	t.queue(idleTxSQL)
 	// A batch of messages alone is one run; appendRun sends the reads and
 	// queues the writes.
 	start := time.Now()
@@ -331,6 +355,7 @@ func (w *writer) runTxCounterFirst(ctx context.Context, batch []*job) (*wtx, []*
 	// up; they join the batch once the lock is taken, so the busier the
 	// cluster, the larger each node's batches.
 	t.queue("BEGIN")
+	t.queue(idleTxSQL)
 	t.queue(`SELECT value FROM counters WHERE name = 'version' FOR UPDATE`).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&t.versionEnd)
 		t.version = t.versionEnd
@@ -433,7 +458,10 @@ func (w *writer) runFunc(t *wtx, j *job, i int) error {
 func isStatementError(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		return wrap(err) == err
+		// Refused for the database's state (unavailable): the batch
+		// fails. Refused for the job's data (a value PostgreSQL cannot
+		// hold, bad_request) or for anything else: that job alone.
+		return chat.ErrorCode(wrap(err)) != chat.EUnavailable
 	}
 	var ce *chat.Error
 	if errors.As(err, &ce) {

@@ -27,6 +27,12 @@ func randomWord() string {
 // its WAL, not in the search index. The index keeps terms prefix-compressed,
 // so the words' tails are looked for too.
 func TestDeleteErases(t *testing.T) {
+	if testPG != nil {
+		// Documented in docs/scaling.md: PostgreSQL keeps a deleted row's
+		// bytes in dead tuples until VACUUM FULL and in WAL segments until
+		// they are recycled, which no statement of ours can force.
+		t.Skip("the erasure this test checks is SQLite's files; PostgreSQL's limits are documented in docs/scaling.md")
+	}
 	for _, checkpoint := range []bool{false, true} {
 		name := "stopped"
 		if checkpoint {

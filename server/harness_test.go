@@ -48,12 +48,14 @@ type testServer struct {
 	cfg  testConfig
 	path string
 
-	URL     string // http://127.0.0.1:port
-	Host    string // 127.0.0.1:port
-	svc     *chat.Service
-	db      *storage.DB // for tests that make its writes fail
-	metrics *server.Metrics
-	files   *server.Files
+	URL  string // http://127.0.0.1:port
+	Host string // 127.0.0.1:port
+	svc  *chat.Service
+	db   *storage.DB // for tests that make its writes fail
+	// storeName is the store's key in /healthz's checks.
+	storeName string
+	metrics   *server.Metrics
+	files     *server.Files
 	// filesDir is where a server on PostgreSQL keeps uploads.
 	filesDir string
 
@@ -147,6 +149,7 @@ func (ts *testServer) start() {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	ts.svc = svc
+	ts.storeName = dbName
 	ts.db, _ = db.(*storage.DB) // nil on PostgreSQL: SQLite-only tests use it
 	ts.metrics = metrics
 	ts.files = files

@@ -23,7 +23,43 @@ import (
 	"time"
 
 	"github.com/imserver/imserver/chat"
+	"github.com/jackc/pgx/v5"
 )
+
+// failWrites makes the store refuse every write the way a full disk
+// ("full") or a read-only database ("readonly") does, until allowWrites.
+// On SQLite it is the condition itself, set on the writer's connection. On
+// PostgreSQL a statement trigger on every table of the test's schema raises
+// the SQLSTATE PostgreSQL answers with then (53100 disk_full, 25006
+// read_only_sql_transaction): a real full disk would stop the shared test
+// cluster's WAL too.
+func (ts *testServer) failWrites(t testing.TB, kind string) {
+	t.Helper()
+	if testPG == nil {
+		ts.writerPragma(t, map[string]string{"full": "max_page_count = 1", "readonly": "query_only = 1"}[kind])
+		return
+	}
+	code, msg := "53100", "could not extend file: No space left on device"
+	if kind == "readonly" {
+		code, msg = "25006", "cannot execute in a read-only transaction"
+	}
+	ts.pgExec(t, `CREATE FUNCTION imserver_test_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION '`+msg+`' USING ERRCODE = '`+code+`'; END $$;
+	DO $$ DECLARE r record; BEGIN
+		FOR r IN SELECT tablename FROM pg_tables WHERE schemaname = current_schema() LOOP
+			EXECUTE format('CREATE TRIGGER imserver_test_fail BEFORE INSERT OR UPDATE OR DELETE ON %I FOR EACH STATEMENT EXECUTE FUNCTION imserver_test_fail()', r.tablename);
+		END LOOP; END $$`)
+}
+
+// allowWrites undoes failWrites.
+func (ts *testServer) allowWrites(t testing.TB, kind string) {
+	t.Helper()
+	if testPG == nil {
+		ts.writerPragma(t, map[string]string{"full": "max_page_count = 1073741823", "readonly": "query_only = 0"}[kind])
+		return
+	}
+	ts.pgExec(t, `DROP FUNCTION imserver_test_fail() CASCADE`)
+}
 
 // writerPragma sets a pragma on the server's write connection.
 func (ts *testServer) writerPragma(t testing.TB, pragma string) {
@@ -33,6 +69,33 @@ func (ts *testServer) writerPragma(t testing.TB, pragma string) {
 	if err := ts.db.ExecOnWriterForTest(ctx, "PRAGMA "+pragma); err != nil {
 		t.Fatalf("PRAGMA %s: %v", pragma, err)
 	}
+}
+
+// withPG runs fn on a connection to the test server's PostgreSQL schema,
+// as the superuser (closed after: tests poll with it).
+func (ts *testServer) withPG(t testing.TB, fn func(context.Context, *pgx.Conn) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, ts.path)
+	if err != nil {
+		t.Fatalf("connect to the test schema: %v", err)
+	}
+	defer conn.Close(ctx)
+	if err := fn(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pgExec runs sql in the test server's PostgreSQL schema.
+func (ts *testServer) pgExec(t testing.TB, sql string) {
+	t.Helper()
+	ts.withPG(t, func(ctx context.Context, conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("%s: %w", sql, err)
+		}
+		return nil
+	})
 }
 
 // health returns /healthz's status and body.
@@ -74,7 +137,7 @@ func TestHostileDiskFull(t *testing.T) {
 
 	// The database may not grow by a single page: max_page_count cannot go
 	// below the current size, so 1 means "as large as it is now".
-	ts.writerPragma(t, "max_page_count = 1")
+	ts.failWrites(t, "full")
 	body := bigBody(12 << 10)
 	for i := range 3 {
 		r := alice.ts.do(t, "POST", convPath(conv, "messages"), alice.Token, map[string]string{"client_msg_id": fmt.Sprintf("full-%d", i), "body": body})
@@ -87,7 +150,7 @@ func TestHostileDiskFull(t *testing.T) {
 	if h.Status != http.StatusServiceUnavailable || h.JSON["status"] == "ok" {
 		t.Fatalf("healthz while full: got %s, want 503", h)
 	}
-	if reason := fmt.Sprint(h.JSON["checks"].(map[string]any)["sqlite"]); !strings.Contains(reason, "disk full") {
+	if reason := fmt.Sprint(h.JSON["checks"].(map[string]any)[ts.storeName]); !strings.Contains(reason, "disk full") {
 		t.Errorf("healthz reason: got %q, want it to say disk full", reason)
 	}
 	if got := metricValue(t, ts.metrics, "imserver_storage_write_errors_total"); got < 4 {
@@ -98,7 +161,7 @@ func TestHostileDiskFull(t *testing.T) {
 		t.Fatalf("history while full: got %d messages, want %d", len(got), len(before))
 	}
 
-	ts.writerPragma(t, "max_page_count = 1073741823")
+	ts.allowWrites(t, "full")
 	// The retry of a refused send is stored once, with the next seq.
 	after := alice.send(t, conv, "full-0", body)
 	ws.sendWS(t, conv, "full-ws", body)
@@ -135,7 +198,7 @@ func TestHostileReadOnlyWrites(t *testing.T) {
 	bob.sendN(t, conv, 3)
 	ws := alice.dial(t, "alice-ws")
 
-	ts.writerPragma(t, "query_only = 1")
+	ts.failWrites(t, "readonly")
 	wantUnavailable(t, "read marker", alice.post(t, convPath(conv, "read"), map[string]int64{"seq": 2}))
 	// Acks are written behind; once the store knows that writes fail, the
 	// client hears it too (and the ack is kept for later).
@@ -159,7 +222,7 @@ func TestHostileReadOnlyWrites(t *testing.T) {
 		t.Fatalf("healthz while read-only: got %s, want 503 saying read-only", r)
 	}
 
-	ts.writerPragma(t, "query_only = 0")
+	ts.allowWrites(t, "readonly")
 	// The acks held in memory are written by the next flush, which also
 	// proves that writes work again.
 	deadline := time.Now().Add(waitTimeout)
@@ -746,17 +809,29 @@ func TestHostileThousandDroppedSockets(t *testing.T) {
 // storedLastUse reads a session's last use as the database has it.
 func (ts *testServer) storedLastUse(t testing.TB, user string) []int64 {
 	t.Helper()
+	const q = `SELECT last_used_at FROM tokens WHERE user_id = $1 ORDER BY created_at`
+	var out []int64
+	if testPG != nil {
+		ts.withPG(t, func(ctx context.Context, conn *pgx.Conn) error {
+			rows, err := conn.Query(ctx, q, user)
+			if err != nil {
+				return err
+			}
+			out, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+			return err
+		})
+		return out
+	}
 	db, err := sql.Open("sqlite", "file:"+ts.path+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.Query(`SELECT last_used_at FROM tokens WHERE user_id = ? ORDER BY created_at`, user)
+	rows, err := db.Query(q, user)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var out []int64
 	for rows.Next() {
 		var v int64
 		if err := rows.Scan(&v); err != nil {

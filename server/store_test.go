@@ -66,6 +66,7 @@ func (ts *testServer) openStore(onCommit func([]chat.Message), onBatch func([]ch
 			BatchDelay: opts.BatchDelay,
 			OnCommit:   onCommit,
 			Metrics:    metrics,
+			Logger:     log,
 			Redis:      opts.Redis,
 
 			Retention:      opts.Retention,

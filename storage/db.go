@@ -260,7 +260,7 @@ func (db *DB) Close() error {
 // Ping checks that the database answers and that writes succeed (for
 // /healthz): a server that can read but not write cannot take messages.
 func (db *DB) Ping(ctx context.Context) error {
-	if err := db.w.health.err(); err != nil {
+	if err := db.w.health.Err(); err != nil {
 		return err
 	}
 	return db.readers.PingContext(ctx)

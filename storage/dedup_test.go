@@ -560,3 +560,35 @@ func TestDedupLongBacklogMovedAtOpen(t *testing.T) {
 	}
 	retryTexts(t, db, "g", seqs)
 }
+
+// TestSettleDedupWaitsForTheJob: a store opened with dedup_1 far over its
+// bound (what a bulk load leaves) has its job merge it into dedup_2;
+// SettleDedup returns once dedup_1 is within its bound, every key kept.
+func TestSettleDedupWaitsForTheJob(t *testing.T) {
+	smallLevels(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "d.db")
+	db, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const backlog = 2000
+	err = db.w.exec(ctx, func(tx *wtx) error {
+		_, err := tx.ExecContext(tx.ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+			INSERT INTO dedup_1 (conv, sender, cmid_hash, seq) SELECT 1, 1, i, i FROM n`, backlog)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db = reopen(t, db, path) // the job counts dedup_1 at start
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := db.SettleDedup(sctx); err != nil {
+		t.Fatal(err)
+	}
+	sizes, twice := levelSizes(t, db)
+	if sizes[1] >= int(dedupLimits[1]) || sizes[1]+sizes[2] != backlog || twice != 0 {
+		t.Fatalf("after SettleDedup: levels %v (%d keys twice), want dedup_1 under %d and %d keys in all", sizes, twice, dedupLimits[1], backlog)
+	}
+}

@@ -2,13 +2,10 @@ package storage
 
 import (
 	"errors"
-	"fmt"
-	"log/slog"
-	"sync"
 	"syscall"
-	"time"
 
 	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/internal/writehealth"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -31,20 +28,20 @@ func failureKind(err error) string {
 		// carry their primary code in the low byte.
 		switch e.Code() & 0xff {
 		case sqlite3.SQLITE_FULL:
-			return "full"
+			return writehealth.Full
 		case sqlite3.SQLITE_READONLY:
-			return "readonly"
+			return writehealth.ReadOnly
 		case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN:
-			return "io"
+			return writehealth.IO
 		}
 	}
 	switch {
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return "full"
+		return writehealth.Full
 	case errors.Is(err, syscall.EROFS):
-		return "readonly"
+		return writehealth.ReadOnly
 	case errors.Is(err, syscall.EIO):
-		return "io"
+		return writehealth.IO
 	}
 	return ""
 }
@@ -57,66 +54,13 @@ func unavailable(err error) error {
 	if kind == "" {
 		return err
 	}
-	return &chat.Error{Code: chat.EUnavailable, Message: "the database cannot be written (" + kindText(kind) + "); retry later", RetryAfterMS: retryAfterMS}
-}
-
-func kindText(kind string) string {
-	switch kind {
-	case "full":
-		return "disk full"
-	case "readonly":
-		return "read-only"
-	default:
-		return "I/O error"
-	}
-}
-
-// health is whether writes succeed: set by the writer when a transaction
-// fails for a storage reason, cleared by the next one that commits. It
-// logs the two transitions only, not every failed write.
-type health struct {
-	log *slog.Logger
-
-	mu     sync.Mutex
-	since  time.Time // zero while writes succeed
-	kind   string
-	reason string
-}
-
-func (h *health) failed(kind string, err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.since.IsZero() {
-		h.since = time.Now()
-		h.log.Error("storage: writes are failing; answering 503 until one succeeds", "kind", kind, "err", err)
-	}
-	h.kind, h.reason = kind, err.Error()
-}
-
-func (h *health) succeeded() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.since.IsZero() {
-		return
-	}
-	h.log.Info("storage: writes succeed again", "failed_for", time.Since(h.since).Round(time.Millisecond))
-	h.since, h.kind, h.reason = time.Time{}, "", ""
-}
-
-// err describes the failure, nil while writes succeed.
-func (h *health) err() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.since.IsZero() {
-		return nil
-	}
-	return fmt.Errorf("writes failing since %s (%s): %s", h.since.UTC().Format(time.RFC3339), kindText(h.kind), h.reason)
+	return &chat.Error{Code: chat.EUnavailable, Message: "the database cannot be written (" + writehealth.Text(kind) + "); retry later", RetryAfterMS: retryAfterMS}
 }
 
 // WriteHealth implements chat.Store: nil while writes succeed, the
 // unavailable error writes are answered with otherwise.
 func (db *DB) WriteHealth() error {
-	if err := db.w.health.err(); err != nil {
+	if err := db.w.health.Err(); err != nil {
 		return &chat.Error{Code: chat.EUnavailable, Message: "the database cannot be written; retry later", RetryAfterMS: retryAfterMS}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/imserver/imserver/chat"
 	"github.com/imserver/imserver/internal/batch"
+	"github.com/imserver/imserver/internal/writehealth"
 	"modernc.org/sqlite"
 )
 
@@ -34,7 +35,7 @@ type writer struct {
 	filters filters
 	ckpt    *checkpointer
 	opts    Options
-	health  health
+	health  writehealth.Health
 	sync    *syncer // nil when COMMIT syncs (syncer.go)
 	// Totals for benchmarks: commits and WAL pages they wrote.
 	commits, walPages atomic.Int64
@@ -85,7 +86,7 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, keys *keyCache, 
 		opts:  opts,
 		queue: batch.New[*job](opts.BatchSize, opts.BatchDelay, errClosed),
 	}
-	w.health.log = opts.Logger
+	w.health.Log = opts.Logger
 	mem.filters = &w.filters
 	for i := range w.insertArgs {
 		w.insertArgs[i].Ordinal = i + 1
@@ -223,7 +224,7 @@ func (w *writer) run(batch []*job) []*job {
 	}
 	if !failing && frames > 0 {
 		// Only a commit that wrote something proves that writes work.
-		w.health.succeeded()
+		w.health.Succeeded()
 	}
 	if w.opts.Metrics != nil {
 		w.opts.Metrics.Batch(len(batch), len(t.committed), time.Since(start))
@@ -249,7 +250,7 @@ func (w *writer) run(batch []*job) []*job {
 
 // failed records a transaction that failed for a storage reason.
 func (w *writer) failed(kind string, err error) {
-	w.health.failed(kind, err)
+	w.health.Failed(kind, err)
 	if m, ok := w.opts.Metrics.(WriteErrorMetrics); ok {
 		m.WriteError(kind)
 	}

@@ -12,20 +12,24 @@ var errShut = errors.New("shut")
 
 // record runs a queue whose batches are recorded; block holds the first
 // batch until closed, so that jobs queue up behind it.
-func record(t *testing.T, q *Queue[int], block chan struct{}) (batches *[][]int, stopped chan struct{}) {
+// The first batch signals entered, then waits for block: a test that
+// waits for entered knows that batch is formed and that what it puts next
+// goes to the following ones.
+func record(t *testing.T, q *Queue[int], block chan struct{}) (batches *[][]int, stopped, entered chan struct{}) {
 	t.Helper()
 	var got [][]int
-	stopped = make(chan struct{})
+	stopped, entered = make(chan struct{}), make(chan struct{})
 	first := true
 	go q.Run(func(b []int) []int {
 		if first {
 			first = false
+			close(entered)
 			<-block
 		}
 		got = append(got, slices.Clone(b))
 		return b
 	}, func() { close(stopped) })
-	return &got, stopped
+	return &got, stopped, entered
 }
 
 func put(t *testing.T, q *Queue[int], js ...int) {
@@ -51,9 +55,9 @@ func waitQueued(t *testing.T, q *Queue[int], n int) {
 func TestBatchesTakeWhatQueuedAndDrainAtClose(t *testing.T) {
 	q := New[int](3, 0, errShut)
 	block := make(chan struct{})
-	got, stopped := record(t, q, block)
+	got, stopped, entered := record(t, q, block)
 	put(t, q, 1)
-	waitQueued(t, q, 0) // 1 is taken: the writer is blocked in its batch
+	<-entered // 1 is taken: the writer is blocked in its batch
 	put(t, q, 2, 3, 4, 5)
 	waitQueued(t, q, 4)
 	close(block)
@@ -78,9 +82,9 @@ func TestSplitCarriesToTheNextBatch(t *testing.T) {
 	// Odd and even jobs never share a batch.
 	q.Split = func(b []int, j int) bool { return len(b) > 0 && b[0]%2 != j%2 }
 	block := make(chan struct{})
-	got, _ := record(t, q, block)
+	got, _, entered := record(t, q, block)
 	put(t, q, 0)
-	waitQueued(t, q, 0)
+	<-entered
 	put(t, q, 2, 4, 1, 3, 6)
 	waitQueued(t, q, 5)
 	close(block)
