@@ -177,10 +177,23 @@ func (b *tab) waitFor(what, cond string) {
 			return
 		}
 		if time.Now().After(deadline) || !strings.Contains(err.Error(), "context") {
-			b.fail("waiting for %s: %v", what, err)
+			b.fail("waiting for %s: %v\npage: %s", what, err, b.pageState())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// pageState describes the page for a failure message: a wait that times
+// out on a page that never loaded reads differently from one on a page
+// that shows something else.
+func (b *tab) pageState() string {
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({href: location.href, readyState: document.readyState, text: (document.body?.innerText ?? '').slice(0, 300)})`))
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	return s
 }
 
 // click clicks an element once it stands still: dialogs fill in lists
