@@ -151,6 +151,49 @@ func (s *Service) Kick(ctx context.Context, me, conv, user string) error {
 	return nil
 }
 
+// SetRole changes a group member's role; only the owner may. Making
+// another member owner hands the group over: the old owner becomes an
+// admin, so a group keeps exactly one owner. Giving a member the role it
+// has changes nothing and is not an error.
+func (s *Service) SetRole(ctx context.Context, me, conv, user, role string) error {
+	switch role {
+	case RoleOwner, RoleAdmin, RoleMember:
+	default:
+		return Errorf(EBadRequest, "role must be owner, admin or member")
+	}
+	r, err := s.member(ctx, conv, me)
+	if err != nil {
+		return err
+	}
+	if r.Kind != Group {
+		return Errorf(EBadRequest, "only groups have roles")
+	}
+	if r.roles[me] != RoleOwner {
+		return Errorf(EForbidden, "only the owner can change roles")
+	}
+	current, ok := r.roles[user]
+	if !ok {
+		return Errorf(ENotFound, "user is not a member")
+	}
+	if current == role {
+		return nil
+	}
+	if user == me {
+		return Errorf(EBadRequest, "the owner hands the group over by making another member owner")
+	}
+	err = s.store.SetRole(ctx, conv, me, user, role)
+	s.membershipChanged(conv)
+	if err != nil {
+		return err
+	}
+	changed := []string{user}
+	if role == RoleOwner {
+		changed = append(changed, me)
+	}
+	s.notifyEntries(ctx, conv, changed)
+	return nil
+}
+
 // Leave ends my own membership of a group.
 func (s *Service) Leave(ctx context.Context, me, conv string) error {
 	r, err := s.member(ctx, conv, me)

@@ -77,6 +77,11 @@ type ConversationStore interface {
 	AddMembers(ctx context.Context, conv string, users []string) ([]string, error)
 	// RemoveMember ends user's visible range at the conversation's max_seq.
 	RemoveMember(ctx context.Context, conv, user string) error
+	// SetRole gives user, a current member, role, if by is the owner now
+	// (EForbidden otherwise, ENotMember when by is not a member, ENotFound
+	// when user is not). Making user owner makes by an admin in the same
+	// transaction: a group has one owner.
+	SetRole(ctx context.Context, conv, by, user, role string) error
 	ClearHistory(ctx context.Context, conv, user string) error
 	// SetRead moves user's read marker up to seq (clamped to what it may
 	// see) and returns the marker after the call and whether it moved.

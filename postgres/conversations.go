@@ -114,6 +114,38 @@ func (db *DB) RemoveMember(ctx context.Context, conv, user string) error {
 	return wrap(db.w.exec(ctx, func(t *wtx) error { return removeMember(t, conv, user) }))
 }
 
+// SetRole implements chat.ConversationStore.
+func (db *DB) SetRole(ctx context.Context, conv, by, user, role string) error {
+	return wrap(db.w.exec(ctx, func(t *wtx) error {
+		// FOR UPDATE: of two concurrent hand-overs by one owner, the
+		// second reads the role the first left it.
+		var mine string
+		err := t.QueryRow(`SELECT role FROM members WHERE conv_id = $1 AND user_id = $2 AND max_seq IS NULL FOR UPDATE`, conv, by).Scan(&mine)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return chat.Errorf(chat.ENotMember, "not a member of this conversation")
+		} else if err != nil {
+			return err
+		}
+		if mine != chat.RoleOwner {
+			return chat.Errorf(chat.EForbidden, "only the owner can change roles")
+		}
+		// Both rows get a new version: each user's conversation entry
+		// carries its own role.
+		v, _ := t.nextVersion()
+		tag, err := t.Exec(`UPDATE members SET role = $1, version = $2 WHERE conv_id = $3 AND user_id = $4 AND max_seq IS NULL`, role, v, conv, user)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return chat.Errorf(chat.ENotFound, "user is not a member")
+		}
+		if role == chat.RoleOwner && user != by {
+			_, err = t.Exec(`UPDATE members SET role = $1, version = $2 WHERE conv_id = $3 AND user_id = $4`, chat.RoleAdmin, v, conv, by)
+		}
+		return err
+	}))
+}
+
 // removeMember closes user's range at the conversation's max_seq. When the
 // owner goes, the longest-standing member becomes owner.
 func removeMember(t *wtx, conv, user string) error {

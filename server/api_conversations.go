@@ -138,6 +138,17 @@ func (s *Server) handleKick(w http.ResponseWriter, r *http.Request) {
 	s.noContent(w, r, s.chat.Kick(r.Context(), userOf(r).ID, r.PathValue("id"), r.PathValue("user_id")))
 }
 
+func (s *Server) handleSetRole(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Role string `json:"role"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.noContent(w, r, s.chat.SetRole(r.Context(), userOf(r).ID, r.PathValue("id"), r.PathValue("user_id"), req.Role))
+}
+
 func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request) {
 	s.noContent(w, r, s.chat.Leave(r.Context(), userOf(r).ID, r.PathValue("id")))
 }

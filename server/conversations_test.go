@@ -456,3 +456,74 @@ func TestClearHistory(t *testing.T) {
 		t.Errorf("alice sees %d messages, want %d", got, want)
 	}
 }
+
+// Roles: the owner makes admins (who may then remove members) and hands
+// the group over; nobody else changes a role, and a changed role reaches
+// the member's entry live and by sync.
+func TestSetRole(t *testing.T) {
+	ts := newServer(t)
+	alice, bob, carol, dave := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol"), ts.register(t, "dave")
+	g := alice.group(t, "team", bob, carol, dave)
+	role := func(as *account, who *account) string {
+		t.Helper()
+		for _, m := range as.members(t, g.ID) {
+			if m.UserID == who.ID() {
+				return m.Role
+			}
+		}
+		t.Fatalf("%s is not listed", who.User.Username)
+		return ""
+	}
+	member := func(id string) string { return convPath(g.ID, "members", id) }
+
+	// Bob, a member, may neither remove carol nor make himself admin.
+	bob.del(t, member(carol.ID())).wantError(t, http.StatusForbidden, "forbidden")
+	ts.do(t, "PATCH", member(bob.ID()), bob.Token, map[string]string{"role": "admin"}).wantError(t, http.StatusForbidden, "forbidden")
+
+	bobWS := bob.dial(t, "bob")
+	since := bob.sequences(t)
+	ts.do(t, "PATCH", member(bob.ID()), alice.Token, map[string]string{"role": "admin"}).want(t, http.StatusNoContent)
+	bobWS.next(t, "bob's entry as admin", func(f frame) bool {
+		return f.Type == "conversation" && f.Conversation != nil && f.Conversation.ID == g.ID && f.Conversation.Role == "admin"
+	})
+	if ch := bob.changes(t, since, 100); len(ch.Conversations) != 1 || ch.Conversations[0].Role != "admin" {
+		t.Errorf("bob's sync after the change: %+v", ch.Conversations)
+	}
+	if got := role(carol, bob); got != "admin" {
+		t.Errorf("bob's role as carol lists it: %q", got)
+	}
+	// The same role again changes nothing.
+	ts.do(t, "PATCH", member(bob.ID()), alice.Token, map[string]string{"role": "admin"}).want(t, http.StatusNoContent)
+
+	// An admin removes members, but not another admin, and changes no role.
+	bob.del(t, member(dave.ID())).want(t, http.StatusNoContent)
+	ts.do(t, "PATCH", member(carol.ID()), bob.Token, map[string]string{"role": "admin"}).wantError(t, http.StatusForbidden, "forbidden")
+	ts.do(t, "PATCH", member(carol.ID()), alice.Token, map[string]string{"role": "admin"}).want(t, http.StatusNoContent)
+	bob.del(t, member(carol.ID())).wantError(t, http.StatusForbidden, "forbidden")
+	ts.do(t, "PATCH", member(carol.ID()), alice.Token, map[string]string{"role": "member"}).want(t, http.StatusNoContent)
+	if got := role(alice, carol); got != "member" {
+		t.Errorf("carol after losing admin: %q", got)
+	}
+
+	// Bad input: an unknown role, a user who left or never joined, the
+	// owner's own role, a direct conversation.
+	ts.do(t, "PATCH", member(carol.ID()), alice.Token, map[string]string{"role": "king"}).wantError(t, http.StatusBadRequest, "bad_request")
+	ts.do(t, "PATCH", member(carol.ID()), alice.Token, "{").wantError(t, http.StatusBadRequest, "bad_request")
+	ts.do(t, "PATCH", member(dave.ID()), alice.Token, map[string]string{"role": "admin"}).wantError(t, http.StatusNotFound, "not_found")
+	ts.do(t, "PATCH", member("nobody"), alice.Token, map[string]string{"role": "admin"}).wantError(t, http.StatusNotFound, "not_found")
+	ts.do(t, "PATCH", member(alice.ID()), alice.Token, map[string]string{"role": "member"}).wantError(t, http.StatusBadRequest, "bad_request")
+	ts.do(t, "PATCH", member(carol.ID()), dave.Token, map[string]string{"role": "admin"}).wantError(t, http.StatusForbidden, "not_member")
+	d := alice.direct(t, bob)
+	ts.do(t, "PATCH", convPath(d.ID, "members", bob.ID()), alice.Token, map[string]string{"role": "admin"}).wantError(t, http.StatusBadRequest, "bad_request")
+
+	// Alice hands the group to carol and is an admin after.
+	ts.do(t, "PATCH", member(carol.ID()), alice.Token, map[string]string{"role": "owner"}).want(t, http.StatusNoContent)
+	if a, c := role(bob, alice), role(bob, carol); a != "admin" || c != "owner" {
+		t.Errorf("after the hand-over: alice %q, carol %q", a, c)
+	}
+	if got := alice.conversation(t, g.ID).Role; got != "admin" {
+		t.Errorf("alice's entry after the hand-over: %q", got)
+	}
+	ts.do(t, "PATCH", member(bob.ID()), alice.Token, map[string]string{"role": "member"}).wantError(t, http.StatusForbidden, "forbidden")
+	ts.do(t, "PATCH", member(bob.ID()), carol.Token, map[string]string{"role": "member"}).want(t, http.StatusNoContent)
+}

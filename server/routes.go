@@ -33,6 +33,7 @@ func (s *Server) apiRoutes() []route {
 		{"GET", "/api/v1/conversations/{id}/members", authed(s.handleMembers)},
 		{"POST", "/api/v1/conversations/{id}/members", authed(s.handleAddMembers)},
 		{"DELETE", "/api/v1/conversations/{id}/members/{user_id}", authed(s.handleKick)},
+		{"PATCH", "/api/v1/conversations/{id}/members/{user_id}", authed(s.handleSetRole)},
 		{"POST", "/api/v1/conversations/{id}/leave", authed(s.handleLeave)},
 		{"POST", "/api/v1/conversations/{id}/clear", authed(s.handleClear)},
 		{"POST", "/api/v1/conversations/{id}/ack", authed(s.handleAck)},

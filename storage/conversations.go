@@ -147,6 +147,41 @@ func removeMember(t *wtx, conv, user string) error {
 	return touchConversation(t, conv)
 }
 
+// SetRole implements chat.ConversationStore.
+func (db *DB) SetRole(ctx context.Context, conv, by, user, role string) error {
+	return db.w.exec(ctx, func(t *wtx) error {
+		var mine string
+		err := t.QueryRowContext(t.ctx, `SELECT role FROM members WHERE conv_id = ? AND user_id = ? AND max_seq IS NULL`, conv, by).Scan(&mine)
+		if errors.Is(err, sql.ErrNoRows) {
+			return chat.Errorf(chat.ENotMember, "not a member of this conversation")
+		} else if err != nil {
+			return err
+		}
+		if mine != chat.RoleOwner {
+			return chat.Errorf(chat.EForbidden, "only the owner can change roles")
+		}
+		// Both rows get a new version: each user's conversation entry
+		// carries its own role.
+		v, err := t.nextVersion()
+		if err != nil {
+			return err
+		}
+		res, err := t.ExecContext(t.ctx, `UPDATE members SET role = ?, version = ? WHERE conv_id = ? AND user_id = ? AND max_seq IS NULL`, role, v, conv, user)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return chat.Errorf(chat.ENotFound, "user is not a member")
+		}
+		if role == chat.RoleOwner && user != by {
+			_, err = t.ExecContext(t.ctx, `UPDATE members SET role = ?, version = ? WHERE conv_id = ? AND user_id = ?`, chat.RoleAdmin, v, conv, by)
+		}
+		return err
+	})
+}
+
 // ClearHistory implements chat.ConversationStore.
 func (db *DB) ClearHistory(ctx context.Context, conv, user string) error {
 	return db.w.exec(ctx, func(t *wtx) error {

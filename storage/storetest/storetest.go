@@ -48,6 +48,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"ClearHistory", testClearHistory},
 		{"Paging", testPaging},
 		{"RemoveOwner", testRemoveOwner},
+		{"SetRole", testSetRole},
 		{"DeleteUser", testDeleteUser},
 		{"Invites", testInvites},
 		{"AdminAndNotify", testAdminAndNotify},
@@ -640,6 +641,38 @@ func testRemoveOwner(t *testing.T, o Opener) {
 	if err == nil {
 		t.Error("adding to a missing conversation: no error")
 	}
+}
+
+// testSetRole: only the owner changes roles, checked in the store's own
+// transaction; a hand-over leaves one owner and gives both rows a new
+// version.
+func testSetRole(t *testing.T, o Opener) {
+	ctx := context.Background()
+	db := open(t, o, Options{})
+	must(t, db.CreateGroup(ctx, "g", "g", "o", []string{"a", "b"}))
+	wantCode(t, "a member changing a role", db.SetRole(ctx, "g", "a", "b", chat.RoleAdmin), chat.EForbidden)
+	wantCode(t, "a stranger changing a role", db.SetRole(ctx, "g", "x", "b", chat.RoleAdmin), chat.ENotMember)
+	wantCode(t, "the role of a stranger", db.SetRole(ctx, "g", "o", "x", chat.RoleAdmin), chat.ENotFound)
+	must(t, db.SetRole(ctx, "g", "o", "a", chat.RoleAdmin))
+	wantCode(t, "an admin changing a role", db.SetRole(ctx, "g", "a", "b", chat.RoleAdmin), chat.EForbidden)
+
+	before, err := db.Conversation(ctx, "g", "o")
+	must(t, err)
+	must(t, db.SetRole(ctx, "g", "o", "b", chat.RoleOwner))
+	r, err := db.Roster(ctx, "g")
+	must(t, err)
+	if r.Role("o") != chat.RoleAdmin || r.Role("a") != chat.RoleAdmin || r.Role("b") != chat.RoleOwner {
+		t.Errorf("roster after the hand-over: %+v", r)
+	}
+	after, err := db.Conversation(ctx, "g", "o")
+	must(t, err)
+	if after.Version <= before.Version {
+		t.Errorf("the old owner's version did not move: %d, then %d", before.Version, after.Version)
+	}
+	wantCode(t, "the old owner changing a role", db.SetRole(ctx, "g", "o", "a", chat.RoleMember), chat.EForbidden)
+	// A member who left keeps its last role and can no longer be given one.
+	must(t, db.RemoveMember(ctx, "g", "a"))
+	wantCode(t, "the role of a member who left", db.SetRole(ctx, "g", "b", "a", chat.RoleMember), chat.ENotFound)
 }
 
 func testDeleteUser(t *testing.T, o Opener) {
