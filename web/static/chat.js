@@ -786,6 +786,13 @@ export class ChatClient extends Emitter {
     this.syncConvs();
   }
 
+  async setRole(convId, userId, role) {
+    await this.api.setRole(convId, userId, role);
+    await this.loadMembers(convId);
+    // A hand-over changes my own role, which my entry carries.
+    await this.refreshConv(convId);
+  }
+
   async leave(convId) {
     await this.api.leave(convId);
     await this.refreshConv(convId);

@@ -245,10 +245,39 @@ export function detailsDialog(client, convId, { onLeft }) {
       const me = m.user_id === client.me.id;
       const kickable = manager && c.kind === 'group' && !me && m.role !== 'owner' && !(role === 'admin' && m.role === 'admin');
       const online = me ? client.conn.state === 'online' : client.presence.isOnline(m.user_id);
-      const cells = personRow(
-        u,
-        h('span', { class: `role role-${m.role}` }, me ? `${m.role} · you` : m.role),
-        kickable
+      const name = u.display_name || u.username;
+      // The owner makes admins, takes the role back and hands the group
+      // over (becoming an admin).
+      const roleButtons =
+        role === 'owner' && c.kind === 'group' && !c.left && !me
+          ? [
+              h(
+                'button',
+                {
+                  type: 'button',
+                  class: 'btn small role-btn',
+                  'aria-label': m.role === 'admin' ? `Remove ${name} as admin` : `Make ${name} an admin`,
+                  onClick: guard(() => client.setRole(convId, m.user_id, m.role === 'admin' ? 'member' : 'admin')),
+                },
+                m.role === 'admin' ? 'Remove admin' : 'Make admin',
+              ),
+              h(
+                'button',
+                {
+                  type: 'button',
+                  class: 'btn small owner-btn',
+                  'aria-label': `Make ${name} the owner`,
+                  onClick: guard(async () => {
+                    if (await confirmDialog(`Make ${name} the owner of ${client.title(c)}? You will be an admin.`, 'Make owner')) {
+                      await client.setRole(convId, m.user_id, 'owner');
+                    }
+                  }),
+                },
+                'Make owner',
+              ),
+            ]
+          : [];
+      const kickBtn = kickable
           ? h(
               'button',
               {
@@ -263,7 +292,13 @@ export function detailsDialog(client, convId, { onLeft }) {
               },
               'Remove',
             )
-          : null,
+          : null;
+      const actions = [...roleButtons, kickBtn].filter(Boolean);
+      // The buttons wrap under the name when the row is too narrow.
+      const cells = personRow(
+        u,
+        h('span', { class: `role role-${m.role}` }, me ? `${m.role} · you` : m.role),
+        actions.length ? h('span', { class: 'member-actions' }, ...actions) : null,
       );
       cells[0].append(h('span', { class: `presence-dot${online ? ' online' : ''}`, title: online ? 'Online' : 'Offline' }));
       rows.push(h('li', { class: 'member', dataset: { userId: m.user_id, role: m.role, online: String(online) } }, ...cells));
