@@ -42,22 +42,36 @@ func TestCoalesce(t *testing.T) {
 		items []*outItem
 		want  []string
 	}{"twenty distinct conversations", many, manyWant})
-	for _, c := range cases {
-		var got []string
-		for _, f := range coalesce(c.items) {
-			got = append(got, string(f))
-		}
-		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
-			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
+	// One coalescer for every round, twice over, as a session's writer
+	// keeps it: a round's frames must not carry what an earlier one left
+	// in its buffers.
+	var co coalescer
+	for range 2 {
+		for _, c := range cases {
+			var got []string
+			for _, f := range co.round(c.items) {
+				got = append(got, string(f))
+			}
+			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+				t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
+			}
 		}
 	}
 }
 
-// A round of one message per conversation (people talking) allocates the
-// frame list only.
-func TestCoalesceCommonRoundAllocatesOnce(t *testing.T) {
-	items := []*outItem{msgItem("a", 1), {frame: []byte(`{"type":"sent"}`), reply: true}, msgItem("b", 1), msgItem("c", 1)}
-	if n := testing.AllocsPerRun(100, func() { coalesce(items) }); n > 1 {
-		t.Fatalf("%.0f allocations per round, want 1", n)
+// Once its buffers have grown, a session's coalescer allocates nothing,
+// whether a round batches (a busy group) or not (people talking).
+func TestCoalescerReusesItsBuffers(t *testing.T) {
+	talk := []*outItem{msgItem("a", 1), {frame: []byte(`{"type":"sent"}`), reply: true}, msgItem("b", 1), msgItem("c", 1)}
+	var busy []*outItem
+	for i := range 40 {
+		busy = append(busy, msgItem(fmt.Sprint("c", i%3), i))
+	}
+	for name, items := range map[string][]*outItem{"talk": talk, "busy": busy} {
+		var co coalescer
+		co.round(items)
+		if n := testing.AllocsPerRun(100, func() { co.round(items) }); n != 0 {
+			t.Errorf("%s: %.0f allocations per round, want 0", name, n)
+		}
 	}
 }

@@ -264,16 +264,21 @@ func encodeEvent(ev *chat.Event) (frame, msg []byte, err error) {
 	return frame, nil, err
 }
 
-// batchFrame joins encoded messages of one conversation into a batch frame.
+// batchFrame returns the batch frame of encoded messages of one
+// conversation.
 func batchFrame(conv string, msgs [][]byte) []byte {
-	convJSON, _ := json.Marshal(conv)
-	n := 40 + len(convJSON)
+	n := 40 + len(conv)
 	for _, m := range msgs {
 		n += len(m) + 1
 	}
-	b := make([]byte, 0, n)
+	return appendBatchFrame(make([]byte, 0, n), conv, msgs)
+}
+
+// appendBatchFrame appends the batch frame of encoded messages of one
+// conversation to b.
+func appendBatchFrame(b []byte, conv string, msgs [][]byte) []byte {
 	b = append(b, `{"type":"batch","conv":`...)
-	b = append(b, convJSON...)
+	b = appendString(b, conv)
 	b = append(b, `,"messages":[`...)
 	for i, m := range msgs {
 		if i > 0 {

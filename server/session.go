@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -364,6 +365,11 @@ func (s *session) writeLoop() {
 		time.Sleep(d)
 	}
 	var items []*outItem
+	// The write loop ends whenever the queue runs dry: the coalescer's
+	// buffers go back to a pool shared by every session, not kept by an
+	// idle one.
+	batcher := coalescers.Get().(*coalescer)
+	defer batcher.release()
 	for {
 		items = s.drain(items)
 		if len(items) == 0 {
@@ -372,7 +378,7 @@ func (s *session) writeLoop() {
 			}
 			continue
 		}
-		if err := s.writeRound(coalesce(items)); err != nil {
+		if err := s.writeRound(batcher.round(items)); err != nil {
 			s.close(websocket.StatusGoingAway, "write failed")
 			return
 		}
@@ -398,73 +404,136 @@ func (s *session) drain(prev []*outItem) []*outItem {
 	return items
 }
 
-// coalesce turns queued items into frames: messages of one conversation
+// coalescer turns queued items into frames: messages of one conversation
 // become one batch frame (placed where the first of them stood), so a
 // session in ten busy groups gets a frame per group rather than per message.
 // Order is kept within each conversation; pushed events other than
 // messages (read, receipt, storm, conversation) are barriers no message
 // crosses, while replies stay in place without being barriers.
-func coalesce(items []*outItem) [][]byte {
-	if !repeatsConv(items) {
+//
+// Each session's writer owns one and keeps its buffers from round to
+// round: a round's frames are written before the next round is built (the
+// socket copies them out), so the batch frames of one round can be built
+// where the previous round's were. Built anew each round, they were the
+// server's largest allocation under load, and the garbage collector ran
+// for them.
+type coalescer struct {
+	frames  [][]byte
+	entries []coalesceEntry
+	of      []int          // the entry of each item
+	open    map[string]int // the conversation's open entry, by index
+	seen    map[string]struct{}
+	parts   [][]byte // every entry's parts, grouped by entry
+	buf     []byte   // the round's batch frames, back to back
+}
+
+var coalescers = sync.Pool{New: func() any { return new(coalescer) }}
+
+// maxKeptBuffer bounds the batch-frame buffer a pooled coalescer keeps.
+const maxKeptBuffer = 1 << 20
+
+// release returns c to the pool, without a buffer a rare huge round grew.
+func (c *coalescer) release() {
+	if cap(c.buf) > maxKeptBuffer {
+		c.buf = nil
+	}
+	clear(c.frames[:cap(c.frames)])
+	clear(c.parts[:cap(c.parts)])
+	clear(c.entries[:cap(c.entries)])
+	coalescers.Put(c)
+}
+
+// coalesceEntry is one frame of a round: an item alone, or the first of
+// a conversation's messages and the count and size of them all.
+type coalesceEntry struct {
+	first *outItem
+	n     int // messages in it; 0 for an item that is not a message
+	size  int
+	at    int // where its parts start in parts
+}
+
+// round returns items' frames, valid until the next call.
+func (c *coalescer) round(items []*outItem) [][]byte {
+	c.frames = c.frames[:0]
+	if !c.repeatsConv(items) {
 		// The common case (one message per conversation and round, as when
-		// people talk): every item is its own frame, and none of the
-		// bookkeeping below is allocated.
-		frames := make([][]byte, len(items))
-		for i, it := range items {
-			frames[i] = it.frame
+		// people talk): every item is its own frame.
+		for _, it := range items {
+			c.frames = append(c.frames, it.frame)
 		}
-		return frames
+		return c.frames
 	}
-	type entry struct {
-		first *outItem // the item alone: its own frame
-		conv  string
-		parts [][]byte
-		size  int
+	if c.open == nil {
+		c.open = make(map[string]int)
 	}
-	entries := make([]*entry, 0, len(items))
-	open := make(map[string]*entry)
+	clear(c.open)
+	c.entries, c.of = c.entries[:0], c.of[:0]
 	for _, it := range items {
-		switch {
-		case it.msg == nil:
-			entries = append(entries, &entry{first: it})
+		if it.msg == nil {
+			c.entries = append(c.entries, coalesceEntry{first: it})
+			c.of = append(c.of, -1)
 			if !it.reply {
-				clear(open)
+				clear(c.open)
 			}
-		default:
-			e := open[it.conv]
-			if e == nil || len(e.parts) >= maxBatch || e.size+len(it.msg) > maxBatchBytes {
-				e = &entry{first: it, conv: it.conv}
-				entries = append(entries, e)
-				open[it.conv] = e
-			}
-			e.parts = append(e.parts, it.msg)
-			e.size += len(it.msg)
+			continue
+		}
+		i, ok := c.open[it.conv]
+		if !ok || c.entries[i].n >= maxBatch || c.entries[i].size+len(it.msg) > maxBatchBytes {
+			i = len(c.entries)
+			c.entries = append(c.entries, coalesceEntry{first: it})
+			c.open[it.conv] = i
+		}
+		c.entries[i].n++
+		c.entries[i].size += len(it.msg)
+		c.of = append(c.of, i)
+	}
+	// Each entry's parts side by side in parts, in item order.
+	at := 0
+	for i := range c.entries {
+		c.entries[i].at = at
+		at += c.entries[i].n
+	}
+	c.parts = slices.Grow(c.parts[:0], at)[:at]
+	for i := range c.entries {
+		c.entries[i].n = 0 // counts again as the parts go in
+	}
+	for k, it := range items {
+		if i := c.of[k]; i >= 0 {
+			e := &c.entries[i]
+			c.parts[e.at+e.n] = it.msg
+			e.n++
 		}
 	}
-	frames := make([][]byte, len(entries))
-	for i, e := range entries {
-		if len(e.parts) <= 1 {
-			frames[i] = e.first.frame
-		} else {
-			frames[i] = batchFrame(e.conv, e.parts)
+	c.buf = c.buf[:0]
+	for i := range c.entries {
+		e := &c.entries[i]
+		if e.n <= 1 {
+			c.frames = append(c.frames, e.first.frame)
+			continue
 		}
+		start := len(c.buf)
+		c.buf = appendBatchFrame(c.buf, e.first.conv, c.parts[e.at:e.at+e.n])
+		c.frames = append(c.frames, c.buf[start:len(c.buf):len(c.buf)])
 	}
-	return frames
+	return c.frames
 }
 
 // repeatsConv reports whether two messages in items are of one
-// conversation, which coalesce would then batch.
-func repeatsConv(items []*outItem) bool {
+// conversation, which round would then batch.
+func (c *coalescer) repeatsConv(items []*outItem) bool {
 	if len(items) > 16 {
-		seen := make(map[string]struct{}, len(items))
+		if c.seen == nil {
+			c.seen = make(map[string]struct{})
+		}
+		clear(c.seen)
 		for _, it := range items {
 			if it.msg == nil {
 				continue
 			}
-			if _, ok := seen[it.conv]; ok {
+			if _, ok := c.seen[it.conv]; ok {
 				return true
 			}
-			seen[it.conv] = struct{}{}
+			c.seen[it.conv] = struct{}{}
 		}
 		return false
 	}

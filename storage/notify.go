@@ -21,28 +21,29 @@ func (db *DB) AppendNotify(ctx context.Context, m chat.Message, done func(chat.M
 	return db.w.enqueue(ctx, &job{msg: m, notify: done})
 }
 
-// notice is one answer to a job with a notify function.
-type notice struct {
-	fn func(chat.Message, bool, error)
-	r  result
-}
-
 // answer hands a finished batch its results: jobs with channels at once,
 // jobs with notify functions after (or, with OnBatch, together with) the
 // commit hook. committed is nil when the batch failed.
 func (w *writer) answer(batch []*job, committed []chat.Message) {
-	var notes []notice
+	// The jobs to notify are kept by pointer: the writer reuses batch's
+	// slice, but a job is answered once and never reused, so its result
+	// stays as it is until run reads it (a copy of each result, a whole
+	// message, was most of what a batch allocated).
+	var notes []*job
 	for _, j := range batch {
 		if j.notify != nil {
-			notes = append(notes, notice{fn: j.notify, r: j.r})
+			if notes == nil {
+				notes = make([]*job, 0, len(batch))
+			}
+			notes = append(notes, j)
 		} else {
 			j.res <- j.r
 		}
 		j.conv, j.sender = nil, nil
 	}
 	run := func() {
-		for _, n := range notes {
-			n.fn(n.r.msg, n.r.dup, n.r.err)
+		for _, j := range notes {
+			j.notify(j.r.msg, j.r.dup, j.r.err)
 		}
 	}
 	if w.opts.OnBatch != nil {
