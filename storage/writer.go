@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -285,6 +286,9 @@ func (w *writer) runTx(dc driverConn, batch []*job) (*wtx, []*job, error) {
 	// commits, statements per conversation, WAL pages and fsyncs per
 	// message. Queue order is kept, so is commit order.
 	for done := 0; done < len(batch); {
+		// Room for the round's messages at once: grown by append, the
+		// slice of whole messages was copied over and over.
+		t.committed = slices.Grow(t.committed, len(batch)-done)
 		if err := w.runRound(t, batch[done:], done); err != nil {
 			return t, batch, t.rollback(err)
 		}
