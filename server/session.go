@@ -429,8 +429,10 @@ type coalescer struct {
 
 var coalescers = sync.Pool{New: func() any { return new(coalescer) }}
 
-// maxKeptBuffer bounds the batch-frame buffer a pooled coalescer keeps.
-const maxKeptBuffer = 1 << 20
+// maxKeptBuffer bounds the batch-frame buffer a pooled coalescer keeps: a
+// round of small messages fits many times over; the rare round of big
+// ones allocates its own.
+const maxKeptBuffer = 256 << 10
 
 // release returns c to the pool, without a buffer a rare huge round grew.
 func (c *coalescer) release() {
@@ -634,7 +636,14 @@ func (s *session) close(code websocket.StatusCode, reason string) {
 		return
 	}
 	s.closed = true
+	// Nothing queued will be written now (enqueue refuses a closed
+	// session): let it go at once, not when the timer below lets go of
+	// the session, which for a reader that stalled is a queue full of
+	// frames.
+	dropped := s.queue
+	s.queue, s.cut = nil, nil
 	s.mu.Unlock()
+	s.releaseSlots(dropped)
 	go func() {
 		err := s.conn.Close(code, reason)
 		if err != nil && !errors.Is(err, context.Canceled) {

@@ -74,14 +74,21 @@ func (q *Queue[J]) Run(run func(batch []J) []J, after func()) {
 		defer after()
 	}
 	batch := make([]J, 0, q.size)
+	// Each batch's jobs are dropped from the slice once run is done with
+	// them: reused as batch[:0], it kept the jobs of the largest batch so
+	// far (and their messages) in the slots a smaller one left alone.
+	do := func(b []J) {
+		batch = run(b)
+		clear(batch)
+	}
 	for {
 		if j, ok := q.takeCarry(); ok {
-			batch = run(q.Fill(append(batch[:0], j)))
+			do(q.Fill(append(batch[:0], j)))
 			continue
 		}
 		select {
 		case j := <-q.jobs:
-			batch = run(q.Fill(append(batch[:0], j)))
+			do(q.Fill(append(batch[:0], j)))
 		case <-q.quit:
 			for {
 				batch = batch[:0]
@@ -92,7 +99,7 @@ func (q *Queue[J]) Run(run func(batch []J) []J, after func()) {
 				if len(batch) == 0 {
 					return
 				}
-				batch = run(batch)
+				do(batch)
 			}
 		}
 	}

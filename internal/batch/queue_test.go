@@ -42,7 +42,7 @@ func put(t *testing.T, q *Queue[int], js ...int) {
 }
 
 // waitQueued waits until exactly n jobs wait in the queue's channel.
-func waitQueued(t *testing.T, q *Queue[int], n int) {
+func waitQueued[J any](t *testing.T, q *Queue[J], n int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); len(q.jobs) != n; {
 		if time.Now().After(deadline) {
@@ -127,5 +127,58 @@ func TestFillWaitsForItsDelay(t *testing.T) {
 	q0 := New[int](5, 0, errShut)
 	if got := q0.Fill([]int{1}); !slices.Equal(got, []int{1}) {
 		t.Fatalf("Fill without delay: %v, want [1]", got)
+	}
+}
+
+// A smaller batch after a bigger one holds none of the bigger one's jobs
+// in the slots of the slice it does not use: jobs carry whole messages,
+// which would stay in memory until a batch as big came along.
+func TestBatchesLetGoOfTheirJobs(t *testing.T) {
+	q := New[*int](4, 0, errShut)
+	block := make(chan struct{})
+	seen := make(chan []*int, 2)
+	first := true
+	stopped := make(chan struct{})
+	entered := make(chan struct{})
+	go q.Run(func(b []*int) []*int {
+		if first {
+			first = false
+			close(entered)
+			<-block
+		}
+		// The slots as the batch is handed over, the unused ones too.
+		seen <- slices.Clone(b[:cap(b)])
+		return b
+	}, func() { close(stopped) })
+	job := func() *int { return new(int) }
+	if err := q.Put(context.Background(), job()); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	for range 3 {
+		if err := q.Put(context.Background(), job()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitQueued(t, q, 3)
+	close(block)
+	<-seen // the first batch: one job
+	big := <-seen
+	if big[2] == nil {
+		t.Fatalf("the second batch was not the three queued jobs: %v", big)
+	}
+	if err := q.Put(context.Background(), job()); err != nil {
+		t.Fatal(err)
+	}
+	small := <-seen // the third batch: one job, in the same slice
+	q.Close()
+	<-stopped
+	if small[0] == nil {
+		t.Fatal("the third batch is empty")
+	}
+	for i, j := range small[1:] {
+		if j != nil {
+			t.Errorf("slot %d still holds a job of the batch before", i+1)
+		}
 	}
 }
