@@ -89,6 +89,34 @@ func TestFileAttachments(t *testing.T) {
 		bob.fail("the full image: %d bytes, want %d", full, buf.Len())
 	}
 
+	// A tab open for hours holds links that expired: a thumbnail that
+	// fails to load, and a link clicked, get fresh ones first.
+	const stale = `(u) => u.replace(/exp=\d+/, 'exp=1000000000')`
+	bob.eval(`(() => {
+		const a = document.querySelector('#messages .attachment.image');
+		const img = a.querySelector('img');
+		a.href = (`+stale+`)(a.getAttribute('href'));
+		img.src = (`+stale+`)(img.getAttribute('src'));
+		return true;
+	})()`, nil)
+	bob.waitFor("the thumbnail loaded again through a fresh link", `(() => {
+		const a = document.querySelector('#messages .attachment.image');
+		const img = a.querySelector('img');
+		return !img.src.includes('exp=1000000000') && !a.href.includes('exp=1000000000') && img.complete && img.naturalWidth === 400;
+	})()`)
+	bob.eval(`(() => {
+		const a = document.querySelectorAll('#messages .attachment.image')[1];
+		a.href = (`+stale+`)(a.getAttribute('href'));
+		return true;
+	})()`, nil)
+	bob.do(chromedp.Click(chromedp.CSS(`#messages .msg[data-seq]:last-of-type .attachment.image img`)))
+	bob.waitFor("the clicked link refreshed", `!document.querySelectorAll('#messages .attachment.image')[1].href.includes('exp=1000000000')`)
+	var second int
+	bob.evalAwait(`fetch(document.querySelectorAll('#messages .attachment.image')[1].href).then(r => r.ok ? r.arrayBuffer() : null).then(b => b ? b.byteLength : -1)`, &second)
+	if second <= 0 {
+		bob.fail("the refreshed link of the pasted image: %d bytes", second)
+	}
+
 	// Carol, no member, gets 404 for the file, by token.
 	req, _ := http.NewRequest("GET", srv.URL+"/api/v1/files/"+shown[0].ID, nil)
 	req.Header.Set("Authorization", "Bearer "+carol.token())

@@ -456,12 +456,21 @@ export class ConversationView {
     return el;
   }
 
+  // freshAttachments pulls m again for its files' links (they expire) and
+  // keeps them on m for the next time it is drawn.
+  async freshAttachments(m) {
+    const page = await this.client.api.messagesAfter(this.convId, m.seq - 1, 1);
+    const fresh = page.messages?.find((x) => x.seq === m.seq)?.attachments;
+    if (fresh) m.attachments = fresh;
+    return fresh ?? null;
+  }
+
   buildMessageEl(m, own, lastOwn) {
     const children = [];
     if (m.reply_to && !m.deleted) children.push(quoteEl(this.client, this.users, this.convId, m.reply_to, (seq) => this.jumpTo(seq)));
     if (m.deleted) children.push(h('p', { class: 'msg-body deleted' }, 'This message was deleted'));
     else children.push(h('p', { class: 'msg-body' }, renderBody(m.body ?? '', this.bodyContext())));
-    if (!m.deleted) children.push(attachmentsEl(m.attachments));
+    if (!m.deleted) children.push(attachmentsEl(m.attachments, () => this.freshAttachments(m)));
     const meta = h('span', { class: 'msg-meta' }, h('time', { datetime: new Date(m.ts).toISOString(), title: formatFull(m.ts) }, formatTime(m.ts)));
     if (m.edited_at && !m.deleted) meta.prepend(h('span', { class: 'msg-edited', title: `Edited ${formatFull(m.edited_at)}` }, '(edited)'));
     let status = null;

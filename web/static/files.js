@@ -25,14 +25,65 @@ export function fileSummary(m) {
   return 'Attachment';
 }
 
+// A file's links are signed and expire one to two hours after the server
+// handed them out, and a team's tab stays open all day. So a thumbnail
+// that fails to load, and a link clicked after its expiry, ask for fresh
+// links first (refresh: the message pulled again, its files returned)
+// and then load or open the file.
+
+// linkExpired reports whether a signed link expires within a minute.
+export function linkExpired(url) {
+  const exp = Number(new URL(url, location.href).searchParams.get('exp'));
+  return exp > 0 && exp * 1000 < Date.now() + 60_000;
+}
+
+// freshFile returns f with fresh links through refresh, or null.
+async function freshFile(f, refresh) {
+  try {
+    return (await refresh())?.find((x) => x.id === f.id) ?? null;
+  } catch {
+    return null;
+  }
+}
+
+// followFresh opens or downloads a's file after refreshing its links; the
+// window for a new tab is opened before the wait, while the click still
+// counts as the user's.
+async function followFresh(a, f, refresh) {
+  const tab = a.target === '_blank' ? window.open('', '_blank') : null;
+  const fresh = await freshFile(f, refresh);
+  if (!fresh) {
+    tab?.close();
+    return;
+  }
+  a.href = fresh.url;
+  if (tab) {
+    tab.opener = null;
+    tab.location.href = fresh.url;
+    return;
+  }
+  const link = h('a', { href: fresh.url, download: f.name, hidden: true });
+  document.body.append(link);
+  link.click();
+  link.remove();
+}
+
 // attachmentsEl renders a message's files, or null when it has none.
-export function attachmentsEl(files) {
+// refresh, when given, returns the message's files with fresh links.
+export function attachmentsEl(files, refresh) {
   if (!files?.length) return null;
+  const onClick = (f) => (e) => {
+    const a = e.currentTarget;
+    if (!refresh || !linkExpired(a.href)) return;
+    e.preventDefault();
+    followFresh(a, f, refresh);
+  };
   return h(
     'div',
     { class: 'attachments' },
     files.map((f) => {
       if (f.thumb_url) {
+        let retried = false;
         const img = h('img', {
           class: 'attachment-thumb',
           src: f.thumb_url,
@@ -41,16 +92,34 @@ export function attachmentsEl(files) {
           decoding: 'async',
           width: f.width && f.height ? String(thumbSize(f).w) : undefined,
           height: f.width && f.height ? String(thumbSize(f).h) : undefined,
+          onError: async () => {
+            if (retried || !refresh) return;
+            retried = true;
+            const fresh = await freshFile(f, refresh);
+            if (fresh?.thumb_url) {
+              img.src = fresh.thumb_url;
+              link.href = fresh.url;
+            }
+          },
         });
-        return h(
+        const link = h(
           'a',
-          { class: 'attachment image', href: f.url, target: '_blank', rel: 'noopener noreferrer', title: `${f.name} (${formatSize(f.size)})`, dataset: { file: f.id } },
+          {
+            class: 'attachment image',
+            href: f.url,
+            target: '_blank',
+            rel: 'noopener noreferrer',
+            title: `${f.name} (${formatSize(f.size)})`,
+            dataset: { file: f.id },
+            onClick: onClick(f),
+          },
           img,
         );
+        return link;
       }
       return h(
         'a',
-        { class: 'attachment file-card', href: f.url, download: f.name, rel: 'noopener noreferrer', dataset: { file: f.id } },
+        { class: 'attachment file-card', href: f.url, download: f.name, rel: 'noopener noreferrer', dataset: { file: f.id }, onClick: onClick(f) },
         h('span', { class: 'file-icon', 'aria-hidden': 'true' }, '📄'),
         h('span', { class: 'file-name' }, f.name),
         h('span', { class: 'file-size' }, formatSize(f.size)),
