@@ -13,6 +13,35 @@ const (
 	RoleMember = "member"
 )
 
+// The rules of roles, checked by the service against its cached member
+// list and again by the stores inside the transaction that acts, so that
+// a role changed meanwhile (on this process or another) is what counts.
+
+// CheckRemove says whether a member of role mine may remove one of role
+// target from a group: the owner anyone, an admin plain members.
+func CheckRemove(mine, target string) error {
+	if mine == RoleOwner || (mine == RoleAdmin && target == RoleMember) {
+		return nil
+	}
+	return Errorf(EForbidden, "only the owner or an admin can remove members")
+}
+
+// CheckSetRole says whether by, of role mine, may give user role.
+func CheckSetRole(by, mine, user, role string) error {
+	switch role {
+	case RoleOwner, RoleAdmin, RoleMember:
+	default:
+		return Errorf(EBadRequest, "role must be owner, admin or member")
+	}
+	if mine != RoleOwner {
+		return Errorf(EForbidden, "only the owner can change roles")
+	}
+	if user == by {
+		return Errorf(EBadRequest, "the owner hands the group over by making another member owner")
+	}
+	return nil
+}
+
 // Conversation is one user's entry of a conversation: the shared fields plus
 // the caller's own range, markers and version.
 type Conversation struct {

@@ -136,13 +136,10 @@ func (s *Service) Kick(ctx context.Context, me, conv, user string) error {
 	if !ok {
 		return Errorf(ENotFound, "user is not a member")
 	}
-	switch mine := r.roles[me]; {
-	case mine == RoleOwner:
-	case mine == RoleAdmin && target == RoleMember:
-	default:
-		return Errorf(EForbidden, "only the owner or an admin can remove members")
+	if err := CheckRemove(r.roles[me], target); err != nil {
+		return err
 	}
-	err = s.store.RemoveMember(ctx, conv, user)
+	err = s.store.KickMember(ctx, conv, me, user)
 	s.membershipChanged(conv)
 	if err != nil {
 		return err
@@ -156,11 +153,6 @@ func (s *Service) Kick(ctx context.Context, me, conv, user string) error {
 // admin, so a group keeps exactly one owner. Giving a member the role it
 // has changes nothing and is not an error.
 func (s *Service) SetRole(ctx context.Context, me, conv, user, role string) error {
-	switch role {
-	case RoleOwner, RoleAdmin, RoleMember:
-	default:
-		return Errorf(EBadRequest, "role must be owner, admin or member")
-	}
 	r, err := s.member(ctx, conv, me)
 	if err != nil {
 		return err
@@ -168,8 +160,8 @@ func (s *Service) SetRole(ctx context.Context, me, conv, user, role string) erro
 	if r.Kind != Group {
 		return Errorf(EBadRequest, "only groups have roles")
 	}
-	if r.roles[me] != RoleOwner {
-		return Errorf(EForbidden, "only the owner can change roles")
+	if err := CheckSetRole(me, r.roles[me], user, role); err != nil {
+		return err
 	}
 	current, ok := r.roles[user]
 	if !ok {
@@ -177,9 +169,6 @@ func (s *Service) SetRole(ctx context.Context, me, conv, user, role string) erro
 	}
 	if current == role {
 		return nil
-	}
-	if user == me {
-		return Errorf(EBadRequest, "the owner hands the group over by making another member owner")
 	}
 	err = s.store.SetRole(ctx, conv, me, user, role)
 	s.membershipChanged(conv)

@@ -75,12 +75,17 @@ type ConversationStore interface {
 	// AddMembers makes users members from the conversation's max_seq+1 on;
 	// users already members are left alone. It returns the users added.
 	AddMembers(ctx context.Context, conv string, users []string) ([]string, error)
-	// RemoveMember ends user's visible range at the conversation's max_seq.
+	// RemoveMember ends user's visible range at the conversation's max_seq
+	// (leaving).
 	RemoveMember(ctx context.Context, conv, user string) error
-	// SetRole gives user, a current member, role, if by is the owner now
-	// (EForbidden otherwise, ENotMember when by is not a member, ENotFound
-	// when user is not). Making user owner makes by an admin in the same
-	// transaction: a group has one owner.
+	// KickMember is RemoveMember done by by, if CheckRemove allows it with
+	// the roles as they stand in the store's transaction (ENotMember when
+	// by is not a member, ENotFound when user is not).
+	KickMember(ctx context.Context, conv, by, user string) error
+	// SetRole gives user, a current member, role, if CheckSetRole allows it
+	// with by's role as it stands in the transaction (ENotMember when by is
+	// not a member, ENotFound when user is not). Making user owner makes by
+	// an admin in the same transaction: a group has one owner.
 	SetRole(ctx context.Context, conv, by, user, role string) error
 	ClearHistory(ctx context.Context, conv, user string) error
 	// SetRead moves user's read marker up to seq (clamped to what it may

@@ -114,36 +114,79 @@ func (db *DB) RemoveMember(ctx context.Context, conv, user string) error {
 	return wrap(db.w.exec(ctx, func(t *wtx) error { return removeMember(t, conv, user) }))
 }
 
+// KickMember implements chat.ConversationStore.
+func (db *DB) KickMember(ctx context.Context, conv, by, user string) error {
+	return wrap(db.w.exec(ctx, func(t *wtx) error {
+		mine, target, err := actingRoles(t, conv, by, user)
+		if err != nil {
+			return err
+		}
+		if err := chat.CheckRemove(mine, target); err != nil {
+			return err
+		}
+		return removeMember(t, conv, user)
+	}))
+}
+
 // SetRole implements chat.ConversationStore.
 func (db *DB) SetRole(ctx context.Context, conv, by, user, role string) error {
 	return wrap(db.w.exec(ctx, func(t *wtx) error {
-		// FOR UPDATE: of two concurrent hand-overs by one owner, the
-		// second reads the role the first left it.
-		var mine string
-		err := t.QueryRow(`SELECT role FROM members WHERE conv_id = $1 AND user_id = $2 AND max_seq IS NULL FOR UPDATE`, conv, by).Scan(&mine)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return chat.Errorf(chat.ENotMember, "not a member of this conversation")
-		} else if err != nil {
+		mine, _, err := actingRoles(t, conv, by, user)
+		if err != nil {
 			return err
 		}
-		if mine != chat.RoleOwner {
-			return chat.Errorf(chat.EForbidden, "only the owner can change roles")
+		if err := chat.CheckSetRole(by, mine, user, role); err != nil {
+			return err
 		}
 		// Both rows get a new version: each user's conversation entry
 		// carries its own role.
 		v, _ := t.nextVersion()
-		tag, err := t.Exec(`UPDATE members SET role = $1, version = $2 WHERE conv_id = $3 AND user_id = $4 AND max_seq IS NULL`, role, v, conv, user)
-		if err != nil {
+		if _, err := t.Exec(`UPDATE members SET role = $1, version = $2 WHERE conv_id = $3 AND user_id = $4`, role, v, conv, user); err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return chat.Errorf(chat.ENotFound, "user is not a member")
-		}
-		if role == chat.RoleOwner && user != by {
+		if role == chat.RoleOwner {
 			_, err = t.Exec(`UPDATE members SET role = $1, version = $2 WHERE conv_id = $3 AND user_id = $4`, chat.RoleAdmin, v, conv, by)
 		}
 		return err
 	}))
+}
+
+// actingRoles reads the current roles of by, who acts, and user, whom it
+// acts on, after locking the conversation's row: every change of
+// membership and roles takes that lock first (removeMember too), so a
+// role read here stands until the transaction ends. ENotMember when by is
+// not a member, ENotFound when user is not.
+func actingRoles(t *wtx, conv, by, user string) (mine, target string, err error) {
+	if _, err := t.Exec(`SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE`, conv); err != nil {
+		return "", "", err
+	}
+	rows, err := t.Query(`SELECT user_id, role FROM members WHERE conv_id = $1 AND user_id IN ($2, $3) AND max_seq IS NULL`, conv, by, user)
+	if err != nil {
+		return "", "", err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, role string
+		if err := rows.Scan(&id, &role); err != nil {
+			return "", "", err
+		}
+		if id == by {
+			mine = role
+		}
+		if id == user {
+			target = role
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", "", err
+	}
+	if mine == "" {
+		return "", "", chat.Errorf(chat.ENotMember, "not a member of this conversation")
+	}
+	if target == "" {
+		return "", "", chat.Errorf(chat.ENotFound, "user is not a member")
+	}
+	return mine, target, nil
 }
 
 // removeMember closes user's range at the conversation's max_seq. When the

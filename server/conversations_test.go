@@ -492,8 +492,12 @@ func TestSetRole(t *testing.T) {
 	if got := role(carol, bob); got != "admin" {
 		t.Errorf("bob's role as carol lists it: %q", got)
 	}
-	// The same role again changes nothing.
+	// The same role again changes nothing, not even a version.
+	before := bob.sequences(t)
 	ts.do(t, "PATCH", member(bob.ID()), alice.Token, map[string]string{"role": "admin"}).want(t, http.StatusNoContent)
+	if after := bob.sequences(t); after != before {
+		t.Errorf("the same role again moved bob's version from %d to %d", before, after)
+	}
 
 	// An admin removes members, but not another admin, and changes no role.
 	bob.del(t, member(dave.ID())).want(t, http.StatusNoContent)
@@ -512,6 +516,8 @@ func TestSetRole(t *testing.T) {
 	ts.do(t, "PATCH", member(dave.ID()), alice.Token, map[string]string{"role": "admin"}).wantError(t, http.StatusNotFound, "not_found")
 	ts.do(t, "PATCH", member("nobody"), alice.Token, map[string]string{"role": "admin"}).wantError(t, http.StatusNotFound, "not_found")
 	ts.do(t, "PATCH", member(alice.ID()), alice.Token, map[string]string{"role": "member"}).wantError(t, http.StatusBadRequest, "bad_request")
+	ts.do(t, "PATCH", member(alice.ID()), alice.Token, map[string]string{"role": "owner"}).wantError(t, http.StatusBadRequest, "bad_request")
+	ts.do(t, "PATCH", member(carol.ID()), dave.Token, map[string]string{"role": "king"}).wantError(t, http.StatusForbidden, "not_member")
 	ts.do(t, "PATCH", member(carol.ID()), dave.Token, map[string]string{"role": "admin"}).wantError(t, http.StatusForbidden, "not_member")
 	d := alice.direct(t, bob)
 	ts.do(t, "PATCH", convPath(d.ID, "members", bob.ID()), alice.Token, map[string]string{"role": "admin"}).wantError(t, http.StatusBadRequest, "bad_request")

@@ -380,6 +380,7 @@ func (s *session) writeLoop() {
 		}
 		if err := s.writeRound(batcher.round(items)); err != nil {
 			s.close(websocket.StatusGoingAway, "write failed")
+			s.abandon()
 			return
 		}
 		if !s.resume() {
@@ -572,6 +573,7 @@ func (s *session) resume() bool {
 	if s.overflow {
 		s.mu.Unlock()
 		s.close(websocket.StatusTryAgainLater, "too slow: reconnect and sync")
+		s.abandon()
 		return false
 	}
 	if len(s.cut) == 0 || len(s.queue) > s.srv.cfg.SessionQueue/2 {
@@ -585,6 +587,7 @@ func (s *session) resume() bool {
 		b, _ := json.Marshal(convFrame{Type: "resync", Conv: conv})
 		if err := s.write(b); err != nil {
 			s.close(websocket.StatusGoingAway, "write failed")
+			s.abandon()
 			return false
 		}
 	}
@@ -627,6 +630,19 @@ func (s *session) write(b []byte) error {
 	return nil
 }
 
+// abandon drops what is queued for a session whose writer gave up on it
+// (its reader stalled): nothing more will be written, and the queue,
+// full of frames, is let go at once rather than when the close timer lets
+// go of the session. A session closed otherwise (a shutdown, a logout)
+// keeps its queue for the writer to send what it can before the close.
+func (s *session) abandon() {
+	s.mu.Lock()
+	dropped := s.queue
+	s.queue, s.cut = nil, nil
+	s.mu.Unlock()
+	s.releaseSlots(dropped)
+}
+
 // close ends the session once; the closing handshake runs in the
 // background so that the caller (a shutdown, a logout) is not held up.
 func (s *session) close(code websocket.StatusCode, reason string) {
@@ -636,14 +652,7 @@ func (s *session) close(code websocket.StatusCode, reason string) {
 		return
 	}
 	s.closed = true
-	// Nothing queued will be written now (enqueue refuses a closed
-	// session): let it go at once, not when the timer below lets go of
-	// the session, which for a reader that stalled is a queue full of
-	// frames.
-	dropped := s.queue
-	s.queue, s.cut = nil, nil
 	s.mu.Unlock()
-	s.releaseSlots(dropped)
 	go func() {
 		err := s.conn.Close(code, reason)
 		if err != nil && !errors.Is(err, context.Canceled) {

@@ -147,18 +147,29 @@ func removeMember(t *wtx, conv, user string) error {
 	return touchConversation(t, conv)
 }
 
+// KickMember implements chat.ConversationStore.
+func (db *DB) KickMember(ctx context.Context, conv, by, user string) error {
+	return db.w.exec(ctx, func(t *wtx) error {
+		mine, target, err := actingRoles(t, conv, by, user)
+		if err != nil {
+			return err
+		}
+		if err := chat.CheckRemove(mine, target); err != nil {
+			return err
+		}
+		return removeMember(t, conv, user)
+	})
+}
+
 // SetRole implements chat.ConversationStore.
 func (db *DB) SetRole(ctx context.Context, conv, by, user, role string) error {
 	return db.w.exec(ctx, func(t *wtx) error {
-		var mine string
-		err := t.QueryRowContext(t.ctx, `SELECT role FROM members WHERE conv_id = ? AND user_id = ? AND max_seq IS NULL`, conv, by).Scan(&mine)
-		if errors.Is(err, sql.ErrNoRows) {
-			return chat.Errorf(chat.ENotMember, "not a member of this conversation")
-		} else if err != nil {
+		mine, _, err := actingRoles(t, conv, by, user)
+		if err != nil {
 			return err
 		}
-		if mine != chat.RoleOwner {
-			return chat.Errorf(chat.EForbidden, "only the owner can change roles")
+		if err := chat.CheckSetRole(by, mine, user, role); err != nil {
+			return err
 		}
 		// Both rows get a new version: each user's conversation entry
 		// carries its own role.
@@ -166,20 +177,46 @@ func (db *DB) SetRole(ctx context.Context, conv, by, user, role string) error {
 		if err != nil {
 			return err
 		}
-		res, err := t.ExecContext(t.ctx, `UPDATE members SET role = ?, version = ? WHERE conv_id = ? AND user_id = ? AND max_seq IS NULL`, role, v, conv, user)
-		if err != nil {
+		if _, err := t.ExecContext(t.ctx, `UPDATE members SET role = ?, version = ? WHERE conv_id = ? AND user_id = ?`, role, v, conv, user); err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return chat.Errorf(chat.ENotFound, "user is not a member")
-		}
-		if role == chat.RoleOwner && user != by {
+		if role == chat.RoleOwner {
 			_, err = t.ExecContext(t.ctx, `UPDATE members SET role = ?, version = ? WHERE conv_id = ? AND user_id = ?`, chat.RoleAdmin, v, conv, by)
 		}
 		return err
 	})
+}
+
+// actingRoles reads the current roles of by, who acts, and user, whom it
+// acts on: ENotMember when by is not a member, ENotFound when user is not.
+func actingRoles(t *wtx, conv, by, user string) (mine, target string, err error) {
+	rows, err := t.QueryContext(t.ctx, `SELECT user_id, role FROM members WHERE conv_id = ? AND user_id IN (?, ?) AND max_seq IS NULL`, conv, by, user)
+	if err != nil {
+		return "", "", err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, role string
+		if err := rows.Scan(&id, &role); err != nil {
+			return "", "", err
+		}
+		if id == by {
+			mine = role
+		}
+		if id == user {
+			target = role
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", "", err
+	}
+	if mine == "" {
+		return "", "", chat.Errorf(chat.ENotMember, "not a member of this conversation")
+	}
+	if target == "" {
+		return "", "", chat.Errorf(chat.ENotFound, "user is not a member")
+	}
+	return mine, target, nil
 }
 
 // ClearHistory implements chat.ConversationStore.

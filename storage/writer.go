@@ -288,7 +288,13 @@ func (w *writer) runTx(dc driverConn, batch []*job) (*wtx, []*job, error) {
 	for done := 0; done < len(batch); {
 		// Room for the round's messages at once: grown by append, the
 		// slice of whole messages was copied over and over.
-		t.committed = slices.Grow(t.committed, len(batch)-done)
+		msgs := 0
+		for _, j := range batch[done:] {
+			if j.fn == nil {
+				msgs++
+			}
+		}
+		t.committed = slices.Grow(t.committed, msgs)
 		if err := w.runRound(t, batch[done:], done); err != nil {
 			return t, batch, t.rollback(err)
 		}

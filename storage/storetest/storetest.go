@@ -643,20 +643,34 @@ func testRemoveOwner(t *testing.T, o Opener) {
 	}
 }
 
-// testSetRole: only the owner changes roles, checked in the store's own
-// transaction; a hand-over leaves one owner and gives both rows a new
-// version.
+// testSetRole: only the owner changes roles, and only an owner or admin
+// removes members, checked in the store's own transaction; a hand-over
+// leaves one owner, also when two race, and gives both rows a new version.
 func testSetRole(t *testing.T, o Opener) {
 	ctx := context.Background()
 	db := open(t, o, Options{})
-	must(t, db.CreateGroup(ctx, "g", "g", "o", []string{"a", "b"}))
+	must(t, db.CreateGroup(ctx, "g", "g", "o", []string{"a", "b", "c"}))
 	wantCode(t, "a member changing a role", db.SetRole(ctx, "g", "a", "b", chat.RoleAdmin), chat.EForbidden)
 	wantCode(t, "a stranger changing a role", db.SetRole(ctx, "g", "x", "b", chat.RoleAdmin), chat.ENotMember)
 	wantCode(t, "the role of a stranger", db.SetRole(ctx, "g", "o", "x", chat.RoleAdmin), chat.ENotFound)
+	wantCode(t, "the owner's own role", db.SetRole(ctx, "g", "o", "o", chat.RoleMember), chat.EBadRequest)
+	wantCode(t, "an unknown role", db.SetRole(ctx, "g", "o", "a", "king"), chat.EBadRequest)
+	wantCode(t, "a member removing one", db.KickMember(ctx, "g", "b", "c"), chat.EForbidden)
 	must(t, db.SetRole(ctx, "g", "o", "a", chat.RoleAdmin))
 	wantCode(t, "an admin changing a role", db.SetRole(ctx, "g", "a", "b", chat.RoleAdmin), chat.EForbidden)
+	must(t, db.SetRole(ctx, "g", "o", "b", chat.RoleAdmin))
+	wantCode(t, "an admin removing an admin", db.KickMember(ctx, "g", "a", "b"), chat.EForbidden)
+	must(t, db.SetRole(ctx, "g", "o", "b", chat.RoleMember))
+	// Demoted, a's rights go with the role.
+	must(t, db.SetRole(ctx, "g", "o", "a", chat.RoleMember))
+	wantCode(t, "a demoted admin removing a member", db.KickMember(ctx, "g", "a", "c"), chat.EForbidden)
+	must(t, db.SetRole(ctx, "g", "o", "a", chat.RoleAdmin))
+	must(t, db.KickMember(ctx, "g", "a", "c"))
+	wantCode(t, "removing a member who left", db.KickMember(ctx, "g", "a", "c"), chat.ENotFound)
 
-	before, err := db.Conversation(ctx, "g", "o")
+	oldBefore, err := db.Conversation(ctx, "g", "o")
+	must(t, err)
+	newBefore, err := db.Conversation(ctx, "g", "b")
 	must(t, err)
 	must(t, db.SetRole(ctx, "g", "o", "b", chat.RoleOwner))
 	r, err := db.Roster(ctx, "g")
@@ -664,15 +678,47 @@ func testSetRole(t *testing.T, o Opener) {
 	if r.Role("o") != chat.RoleAdmin || r.Role("a") != chat.RoleAdmin || r.Role("b") != chat.RoleOwner {
 		t.Errorf("roster after the hand-over: %+v", r)
 	}
-	after, err := db.Conversation(ctx, "g", "o")
+	oldAfter, err := db.Conversation(ctx, "g", "o")
 	must(t, err)
-	if after.Version <= before.Version {
-		t.Errorf("the old owner's version did not move: %d, then %d", before.Version, after.Version)
+	newAfter, err := db.Conversation(ctx, "g", "b")
+	must(t, err)
+	if oldAfter.Version <= oldBefore.Version || newAfter.Version <= newBefore.Version || oldAfter.Role != chat.RoleAdmin || newAfter.Role != chat.RoleOwner {
+		t.Errorf("entries after the hand-over: old owner %+v, then %+v; new owner %+v, then %+v", oldBefore, oldAfter, newBefore, newAfter)
 	}
 	wantCode(t, "the old owner changing a role", db.SetRole(ctx, "g", "o", "a", chat.RoleMember), chat.EForbidden)
 	// A member who left keeps its last role and can no longer be given one.
 	must(t, db.RemoveMember(ctx, "g", "a"))
 	wantCode(t, "the role of a member who left", db.SetRole(ctx, "g", "b", "a", chat.RoleMember), chat.ENotFound)
+
+	// Two hand-overs by one owner at once: one wins, the other finds its
+	// maker no longer owner.
+	for i := range 10 {
+		g := fmt.Sprintf("race%d", i)
+		must(t, db.CreateGroup(ctx, g, g, "o", []string{"p", "q"}))
+		errs := make(chan error, 2)
+		for _, to := range []string{"p", "q"} {
+			go func() { errs <- db.SetRole(ctx, g, "o", to, chat.RoleOwner) }()
+		}
+		won := 0
+		for range 2 {
+			if err := <-errs; err == nil {
+				won++
+			} else if chat.ErrorCode(err) != chat.EForbidden {
+				t.Fatalf("%s: a losing hand-over: %v", g, err)
+			}
+		}
+		r, err := db.Roster(ctx, g)
+		must(t, err)
+		owners := 0
+		for _, m := range r.Members {
+			if m.Role == chat.RoleOwner {
+				owners++
+			}
+		}
+		if won != 1 || owners != 1 {
+			t.Errorf("%s: %d hand-overs went through, %d owners: %+v", g, won, owners, r.Members)
+		}
+	}
 }
 
 func testDeleteUser(t *testing.T, o Opener) {

@@ -781,13 +781,25 @@ export class ChatClient extends Emitter {
   }
 
   async kick(convId, userId) {
-    await this.api.kick(convId, userId);
+    try {
+      await this.api.kick(convId, userId);
+    } catch (err) {
+      // Refused: a role changed since the list was read (only the members
+      // whose role changed are told); show the list as it stands.
+      if (err.status === 403) this.loadMembers(convId).catch(() => {});
+      throw err;
+    }
     await this.loadMembers(convId);
     this.syncConvs();
   }
 
   async setRole(convId, userId, role) {
-    await this.api.setRole(convId, userId, role);
+    try {
+      await this.api.setRole(convId, userId, role);
+    } catch (err) {
+      if (err.status === 403) this.loadMembers(convId).catch(() => {});
+      throw err;
+    }
     await this.loadMembers(convId);
     // A hand-over changes my own role, which my entry carries.
     await this.refreshConv(convId);
