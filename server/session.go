@@ -412,12 +412,12 @@ func (s *session) drain(prev []*outItem) []*outItem {
 // messages (read, receipt, storm, conversation) are barriers no message
 // crosses, while replies stay in place without being barriers.
 //
-// Each session's writer owns one and keeps its buffers from round to
-// round: a round's frames are written before the next round is built (the
-// socket copies them out), so the batch frames of one round can be built
-// where the previous round's were. Built anew each round, they were the
-// server's largest allocation under load, and the garbage collector ran
-// for them.
+// A session's write loop takes one from a pool and keeps its buffers from
+// round to round: a round's frames are written before the next round is
+// built (the socket copies them out), so the batch frames of one round can
+// be built where the previous round's were. Built anew each round, they
+// were the server's largest allocation under load, and the garbage
+// collector ran for them.
 type coalescer struct {
 	frames  [][]byte
 	entries []coalesceEntry
