@@ -437,6 +437,18 @@ func (b *tab) pickUser(input, username string) {
 	b.click(sel)
 }
 
+// newGroup creates a group named name with member (a username) from the
+// new-group dialog and waits until it is open.
+func (b *tab) newGroup(name, member string) {
+	b.t.Helper()
+	b.click("#new-group")
+	b.typeInto("#group-name", name)
+	b.pickUser("#group-search", member)
+	b.waitFor(member+" chosen and the results settled", `document.querySelectorAll('#group-chosen .chip').length === 1 && document.querySelectorAll('#group-search-results button').length === 0`)
+	b.click("#group-create")
+	b.waitFor("the group open", fmt.Sprintf(`document.querySelector('#chat-title')?.textContent === %s`, jsString(name)))
+}
+
 // darkMode makes the page see prefers-color-scheme: dark.
 func (b *tab) darkMode(on bool) {
 	b.t.Helper()

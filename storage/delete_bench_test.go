@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -33,32 +32,15 @@ func BenchmarkDeleteAtSize(b *testing.B) {
 	}
 	defer db.Close()
 	const convs = 100
-	for i := range convs {
-		if err := db.CreateGroup(ctx, fmt.Sprintf("g%03d", i), "g", "u", nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	vocab := make([]string, 20_000)
-	wr := rand.New(rand.NewPCG(1, 2))
-	for i := range vocab {
-		w := make([]byte, 3+wr.IntN(7))
-		for j := range w {
-			w[j] = byte('a' + wr.IntN(26))
-		}
-		vocab[i] = string(w)
-	}
+	vocab := benchGroups(b, db, convs)
 	populate(b, db, total, convs, vocab)
 	r := rand.New(rand.NewPCG(5, 6))
 	var text, del time.Duration
 	b.ResetTimer()
 	for i := range b.N {
-		words := make([]string, 6+r.IntN(9))
-		for k := range words {
-			words[k] = vocab[int(float64(len(vocab))*r.Float64()*r.Float64()*r.Float64())]
-		}
 		conv := fmt.Sprintf("g%03d", i%convs)
 		t0 := time.Now()
-		m, _, err := db.Append(ctx, chat.Message{Conv: conv, From: "u", ClientMsgID: "t" + strconv.Itoa(i), Kind: chat.KindText, Body: strings.Join(words, " ")})()
+		m, _, err := db.Append(ctx, chat.Message{Conv: conv, From: "u", ClientMsgID: "t" + strconv.Itoa(i), Kind: chat.KindText, Body: zipfBody(r, vocab)})()
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -48,21 +48,7 @@ func BenchmarkSearch(b *testing.B) {
 		b.Logf("index detail=%s", detail)
 	}
 	const convs = 100
-	for i := range convs {
-		if err := db.CreateGroup(ctx, fmt.Sprintf("g%03d", i), "g", "u", nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	vocab := make([]string, 20_000)
-	wr := rand.New(rand.NewPCG(1, 2))
-	for i := range vocab {
-		n := 3 + wr.IntN(7)
-		w := make([]byte, n)
-		for j := range w {
-			w[j] = byte('a' + wr.IntN(26))
-		}
-		vocab[i] = string(w)
-	}
+	vocab := benchGroups(b, db, convs)
 	start := time.Now()
 	populate(b, db, total, convs, vocab)
 	b.Logf("populated %d messages in %s", total, time.Since(start).Round(time.Second))
@@ -102,13 +88,39 @@ func searchTwoWords(b *testing.B, db *DB, vocab []string, pre, post string, rati
 	b.ReportMetric(ratio, "index/bodies")
 }
 
+// benchGroups makes convs groups g000.. of user u and returns a
+// 20,000-word vocabulary for their messages.
+func benchGroups(b *testing.B, db *DB, convs int) []string {
+	for i := range convs {
+		if err := db.CreateGroup(context.Background(), fmt.Sprintf("g%03d", i), "g", "u", nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	vocab := make([]string, 20_000)
+	wr := rand.New(rand.NewPCG(1, 2))
+	for i := range vocab {
+		w := make([]byte, 3+wr.IntN(7))
+		for j := range w {
+			w[j] = byte('a' + wr.IntN(26))
+		}
+		vocab[i] = string(w)
+	}
+	return vocab
+}
+
+// zipfBody is a message body of 6 to 14 words of vocab, drawn Zipf-like:
+// rank ~ n^(u^3) keeps common words common.
+func zipfBody(r *rand.Rand, vocab []string) string {
+	words := make([]string, 6+r.IntN(9))
+	for k := range words {
+		words[k] = vocab[int(float64(len(vocab))*r.Float64()*r.Float64()*r.Float64())]
+	}
+	return strings.Join(words, " ")
+}
+
 // populate appends total messages through the writer, many in flight.
 func populate(b *testing.B, db *DB, total, convs int, vocab []string) {
 	ctx := context.Background()
-	zipf := func(r *rand.Rand) string {
-		// Zipf-like: rank ~ n^(u^2) keeps common words common.
-		return vocab[int(float64(len(vocab))*r.Float64()*r.Float64()*r.Float64())]
-	}
 	const workers, window = 8, 500
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -129,12 +141,8 @@ func populate(b *testing.B, db *DB, total, convs int, vocab []string) {
 				return true
 			}
 			for i := w; i < total; i += workers {
-				words := make([]string, 6+r.IntN(9))
-				for k := range words {
-					words[k] = zipf(r)
-				}
 				pending = append(pending, db.Append(ctx, chat.Message{Conv: fmt.Sprintf("g%03d", i%convs), From: "u",
-					ClientMsgID: strconv.Itoa(i), Kind: chat.KindText, Body: strings.Join(words, " ")}))
+					ClientMsgID: strconv.Itoa(i), Kind: chat.KindText, Body: zipfBody(r, vocab)}))
 				if len(pending) == window && !flush() {
 					return
 				}
