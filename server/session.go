@@ -379,8 +379,7 @@ func (s *session) writeLoop() {
 			continue
 		}
 		if err := s.writeRound(batcher.round(items)); err != nil {
-			s.close(websocket.StatusGoingAway, "write failed")
-			s.abandon()
+			s.giveUp(websocket.StatusGoingAway, "write failed")
 			return
 		}
 		if !s.resume() {
@@ -572,8 +571,7 @@ func (s *session) resume() bool {
 	s.mu.Lock()
 	if s.overflow {
 		s.mu.Unlock()
-		s.close(websocket.StatusTryAgainLater, "too slow: reconnect and sync")
-		s.abandon()
+		s.giveUp(websocket.StatusTryAgainLater, "too slow: reconnect and sync")
 		return false
 	}
 	if len(s.cut) == 0 || len(s.queue) > s.srv.cfg.SessionQueue/2 {
@@ -586,8 +584,7 @@ func (s *session) resume() bool {
 	for conv := range cut {
 		b, _ := json.Marshal(convFrame{Type: "resync", Conv: conv})
 		if err := s.write(b); err != nil {
-			s.close(websocket.StatusGoingAway, "write failed")
-			s.abandon()
+			s.giveUp(websocket.StatusGoingAway, "write failed")
 			return false
 		}
 	}
@@ -630,12 +627,13 @@ func (s *session) write(b []byte) error {
 	return nil
 }
 
-// abandon drops what is queued for a session whose writer gave up on it
-// (its reader stalled): nothing more will be written, and the queue,
+// giveUp closes a session whose writer gave up on it (its reader stalled)
+// and drops what is queued: nothing more will be written, and the queue,
 // full of frames, is let go at once rather than when the close timer lets
 // go of the session. A session closed otherwise (a shutdown, a logout)
 // keeps its queue for the writer to send what it can before the close.
-func (s *session) abandon() {
+func (s *session) giveUp(code websocket.StatusCode, reason string) {
+	s.close(code, reason)
 	s.mu.Lock()
 	dropped := s.queue
 	s.queue, s.cut = nil, nil

@@ -780,27 +780,24 @@ export class ChatClient extends Emitter {
     this.syncConvs();
   }
 
-  async kick(convId, userId) {
+  // manage runs a change to convId's members and reads the list again.
+  // A refusal reads it too: a role changed since the list was read (only
+  // the members whose role changed are told), so show it as it stands.
+  async manage(convId, change) {
     try {
-      await this.api.kick(convId, userId);
-    } catch (err) {
-      // Refused: a role changed since the list was read (only the members
-      // whose role changed are told); show the list as it stands.
-      if (err.status === 403) this.loadMembers(convId).catch(() => {});
-      throw err;
+      await change();
+    } finally {
+      await this.loadMembers(convId).catch(() => {});
     }
-    await this.loadMembers(convId);
+  }
+
+  async kick(convId, userId) {
+    await this.manage(convId, () => this.api.kick(convId, userId));
     this.syncConvs();
   }
 
   async setRole(convId, userId, role) {
-    try {
-      await this.api.setRole(convId, userId, role);
-    } catch (err) {
-      if (err.status === 403) this.loadMembers(convId).catch(() => {});
-      throw err;
-    }
-    await this.loadMembers(convId);
+    await this.manage(convId, () => this.api.setRole(convId, userId, role));
     // A hand-over changes my own role, which my entry carries.
     await this.refreshConv(convId);
   }
