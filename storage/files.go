@@ -47,7 +47,12 @@ func (db *DB) SetFilesFreed(f func(hashes []string)) { db.links.freed.Store(&f) 
 // (their names are content too). The contents of those files are removed
 // after the commit (SetFilesFreed).
 func eraseAttachments(t *wtx, conv string, seq int64) error {
-	rows, err := t.QueryContext(t.ctx, `DELETE FROM message_files WHERE conv_id = ? AND seq = ? RETURNING file_id`, conv, seq)
+	// Prepared once: every delete comes here, nearly all without files.
+	st, err := t.stmt(`DELETE FROM message_files WHERE conv_id = ? AND seq = ? RETURNING file_id`)
+	if err != nil {
+		return err
+	}
+	rows, err := st.QueryContext(t.ctx, conv, seq)
 	if err != nil {
 		return err
 	}

@@ -332,7 +332,7 @@ func (w *writer) beforeFunc(t *wtx) error {
 		c.stored = c.max
 	}
 	for _, s := range t.senders {
-		s.checked, s.rowRead = false, false
+		s.checked = false
 	}
 	return nil
 }

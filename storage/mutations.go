@@ -46,11 +46,7 @@ func (tg target) held() string {
 // visible range (the sender is a member, so nothing stored lies after it).
 func loadTarget(t *wtx, s *senderTx, conv string, seq int64) (target, error) {
 	var tg target
-	minSeq, _, err := senderRow(t, s)
-	if err != nil {
-		return tg, err
-	}
-	if seq < minSeq {
+	if seq < s.minSeq {
 		return tg, chat.Errorf(chat.ENotFound, "message %d not found", seq)
 	}
 	st, err := t.stmt(`SELECT sender, kind, body, COALESCE(mentions, ''), COALESCE(deleted, 0), COALESCE(doc, 0), COALESCE(stale, '') FROM messages WHERE conv = ? AND seq = ?`)
@@ -62,22 +58,6 @@ func loadTarget(t *wtx, s *senderTx, conv string, seq int64) (target, error) {
 		return tg, chat.Errorf(chat.ENotFound, "message %d not found", seq)
 	}
 	return tg, err
-}
-
-// senderRow reads the sender's min_seq and role once per transaction
-// round (a function job may change them).
-func senderRow(t *wtx, s *senderTx) (int64, string, error) {
-	if !s.rowRead {
-		st, err := t.stmt(`SELECT min_seq, role FROM members WHERE conv_id = ? AND user_id = ?`)
-		if err != nil {
-			return 0, "", err
-		}
-		if err := st.QueryRowContext(t.ctx, s.conv, s.user).Scan(&s.minSeq, &s.role); err != nil {
-			return 0, "", err
-		}
-		s.rowRead = true
-	}
-	return s.minSeq, s.role, nil
 }
 
 // checkExtras decides whether j's message may be stored; a refusal is
@@ -102,10 +82,7 @@ func (w *writer) checkExtras(t *wtx, j *job, m *chat.Message) (target, error) {
 		}
 	case chat.KindDelete:
 		if tg.from != j.sender.userKey {
-			_, role, err := senderRow(t, j.sender)
-			if err != nil {
-				return tg, err
-			}
+			role := j.sender.role
 			if j.conv.kind(t) != chat.Group || (role != chat.RoleOwner && role != chat.RoleAdmin) {
 				return tg, chat.Errorf(chat.EForbidden, "only its sender, or a group's owner or admin, may delete a message")
 			}
@@ -289,7 +266,7 @@ func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
 	// delete would leave one more small segment for every later secure
 	// delete and query to seek. INDEXED BY: without it the planner reads
 	// the whole conversation through the primary key's conv_id prefix.
-	find, err := t.stmt(`SELECT seq FROM messages INDEXED BY messages_targets WHERE conv = ? AND target = ? AND kind = 'edit' AND body <> ''`)
+	find, err := t.stmt(`SELECT seq FROM messages INDEXED BY messages_edits WHERE conv = ? AND target = ? AND kind = 'edit' AND body <> ''`)
 	if err != nil {
 		return err
 	}

@@ -446,15 +446,17 @@ func (w *writer) reserve(t *wtx, round []*job) error {
 		if s == nil || s.checked {
 			continue
 		}
-		member, err := t.stmt(`SELECT COUNT(*) FROM members WHERE conv_id = ? AND user_id = ? AND max_seq IS NULL`)
+		// The row's visible range and role come with it: a mutation or a
+		// reply needs them, and a second look-up would cost as much.
+		member, err := t.stmt(`SELECT min_seq, role FROM members WHERE conv_id = ? AND user_id = ? AND max_seq IS NULL`)
 		if err != nil {
 			return err
 		}
-		var n int
-		if err := member.QueryRowContext(t.ctx, s.conv, s.user).Scan(&n); err != nil {
+		err = member.QueryRowContext(t.ctx, s.conv, s.user).Scan(&s.minSeq, &s.role)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		s.checked, s.member = true, n > 0
+		s.checked, s.member = true, err == nil
 		if !s.member {
 			continue
 		}

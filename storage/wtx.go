@@ -73,10 +73,11 @@ type senderTx struct {
 	checked          bool  // membership was read in this transaction
 	member           bool  // may send
 	max              int64 // largest seq appended, 0 for none
-	// The sender's member row, read when a mutation or reply needs it.
-	rowRead bool
-	minSeq  int64
-	role    string
+	// The sender's member row, read with membership: where its visible
+	// range starts (mutations and replies may not reach before it) and
+	// its role (who may delete others' messages).
+	minSeq int64
+	role   string
 }
 
 // nextVersion hands out the next value of the global version counter.
