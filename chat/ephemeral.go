@@ -95,11 +95,38 @@ type onlineHook struct{ f atomic.Pointer[OnlineFunc] }
 // contacts hear of each other at once.
 func (s *Service) SetOnline(f OnlineFunc) { s.online.f.Store(&f) }
 
+// knownContacts returns, for each of users who is online, the users it
+// shares a conversation with now. Called before a change that makes
+// people contacts, it tells introduce which of them already hear of each
+// other's presence: a contact is told "online" once, not again for every
+// conversation the two come to share.
+func (s *Service) knownContacts(ctx context.Context, users []string) map[string]map[string]bool {
+	f := s.online.f.Load()
+	if f == nil || len(users) == 0 {
+		return nil
+	}
+	known := map[string]map[string]bool{}
+	for _, u := range (*f)(ctx, users) {
+		cs, err := s.store.Contacts(ctx, u)
+		if err != nil {
+			continue
+		}
+		set := make(map[string]bool, len(cs))
+		for _, c := range cs {
+			set[c] = true
+		}
+		known[u] = set
+	}
+	return known
+}
+
 // introduce tells the members of conv who were just added and those who
 // were there which of each other are online. Presence otherwise reaches
 // only contacts when someone comes or goes, so two people online who
 // become contacts would see each other offline until one reconnects.
-func (s *Service) introduce(ctx context.Context, conv string, added []string) {
+// known is knownContacts of added before the change: pairs that were
+// contacts already are not told again.
+func (s *Service) introduce(ctx context.Context, conv string, added []string, known map[string]map[string]bool) {
 	f := s.online.f.Load()
 	if f == nil || len(added) == 0 {
 		return
@@ -121,7 +148,7 @@ func (s *Service) introduce(ctx context.Context, conv string, added []string) {
 		}
 		to := make([]string, 0, len(pool))
 		for _, v := range pool {
-			if v != u {
+			if v != u && !known[u][v] && !known[v][u] {
 				to = append(to, v)
 			}
 		}

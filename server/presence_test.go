@@ -144,6 +144,25 @@ func TestPresenceNewContacts(t *testing.T) {
 	if n := len(wc.received(ofType("presence"))); n != 2 {
 		t.Fatalf("carol heard %d presence frames, want 2:\n%s", n, wc.dump())
 	}
+
+	// People who are contacts already are not told again when they come
+	// to share one more conversation: a direct of two group members, a
+	// second group, members added to it.
+	carol.direct(t, bob)
+	g2 := carol.group(t, "second", alice)
+	carol.post(t, convPath(g2.ID, "members"), map[string]any{"user_ids": []string{bob.ID()}}).want(t, http.StatusOK)
+	for _, w := range []*wsClient{wa, wb, wc} {
+		w.ping(t)
+	}
+	for _, c := range []struct {
+		name string
+		w    *wsClient
+		want int
+	}{{"alice", wa, 2}, {"bob", wb, 2}, {"carol", wc, 2}} {
+		if n := len(c.w.received(ofType("presence"))); n != c.want {
+			t.Errorf("%s heard %d presence frames, want %d (each contact online once):\n%s", c.name, n, c.want, c.w.dump())
+		}
+	}
 }
 
 // TestPresenceQuickReturn: a user who leaves and comes back just as the
