@@ -309,13 +309,16 @@ func (w *writer) applyV11(t *wtx, m *chat.Message, tg target) error {
 }
 
 // applyDelete erases the target's content: its body, the bodies of its
-// edits, its reactions, its mentions, its attachments and its search
-// vector. The rows are updated in place; PostgreSQL keeps the old tuple
+// edits, its reactions (and the emoji of the reaction messages), its
+// mentions, its attachments and its search vector. The rows are updated in place; PostgreSQL keeps the old tuple
 // versions until VACUUM reclaims them (autovacuum, or DB.Vacuum), as
 // docs/scaling.md says.
 func (w *writer) applyDelete(t *wtx, m *chat.Message, tg target) error {
 	t.queue(`UPDATE messages SET body = '', deleted = true, mentions = NULL, search = NULL WHERE conv_id = $1 AND seq = $2`, m.Conv, m.Target)
 	t.queue(`UPDATE messages SET body = '', mentions = NULL WHERE conv_id = $1 AND target = $2 AND kind = 'edit' AND body <> ''`, m.Conv, m.Target)
+	// The reactions' own messages name their emoji (up to 64 bytes of the
+	// sender's choosing, ":name:" included): erased too.
+	t.queue(`UPDATE messages SET emoji = NULL WHERE conv_id = $1 AND target = $2 AND kind = 'reaction' AND emoji IS NOT NULL`, m.Conv, m.Target)
 	t.queue(`DELETE FROM reactions WHERE conv_id = $1 AND target = $2`, m.Conv, m.Target)
 	dropMentions(t, m.Conv, m.Target, tg.mentions)
 	uncount(t, m.Conv, m.Target)

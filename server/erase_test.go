@@ -21,8 +21,9 @@ func randomWord() string {
 	return string(b)
 }
 
-// TestDeleteErases writes a unique word, edits it into another, reacts,
-// deletes the message, stops the server cleanly and then finds neither
+// TestDeleteErases writes a unique word, edits it into another, reacts
+// (with an emoji and with a unique :name:, added and taken back: the
+// reaction messages name it), deletes the message, stops the server cleanly and then finds neither
 // word in any file under the data directory: not in the database, not in
 // its WAL, not in the search index. The index keeps terms prefix-compressed,
 // so the words' tails are looked for too.
@@ -42,13 +43,15 @@ func TestDeleteErases(t *testing.T) {
 			ts := newServer(t)
 			alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
 			g := alice.group(t, "team", bob)
-			first, second := randomWord(), randomWord()
+			first, second, third := randomWord(), randomWord(), randomWord()
 			for i := range 50 {
 				alice.send(t, g.ID, ts.unique("x"), "filler around it "+ts.unique("f")+" "+string(rune('a'+i%26)))
 			}
 			m := alice.send(t, g.ID, "secret", "the secret is "+first+" ok")
 			alice.edit(t, g.ID, m.Seq, "no, it is "+second)
 			bob.react(t, g.ID, m.Seq, "🤫", true)
+			bob.react(t, g.ID, m.Seq, ":"+third+":", true)
+			bob.react(t, g.ID, m.Seq, ":"+third+":", false)
 			for range 50 {
 				bob.send(t, g.ID, ts.unique("y"), "more filler "+ts.unique("g"))
 			}
@@ -75,7 +78,7 @@ func TestDeleteErases(t *testing.T) {
 					return err
 				}
 				files++
-				for _, w := range []string{first, second, first[8:], second[8:]} {
+				for _, w := range []string{first, second, third, first[8:], second[8:]} {
 					if bytes.Contains(data, []byte(w)) {
 						t.Errorf("%s holds %q after the delete", path, w)
 					}

@@ -248,10 +248,10 @@ func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
 }
 
 // applyDelete erases the target's content: its body, the bodies of its
-// edits, its reactions, its mentions and its search entry. With
-// secure_delete on, the freed bytes are zeroed in the database file; the
-// WAL frames that still hold them go at the next truncating checkpoint
-// (DB.Close).
+// edits, its reactions (and the emoji of the reaction messages), its
+// mentions and its search entry. With secure_delete on, the freed bytes
+// are zeroed in the database file; the WAL frames that still hold them go
+// at the next truncating checkpoint (DB.Close).
 func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
 	st, err := t.stmt(`UPDATE messages SET body = '', deleted = 1, mentions = NULL, doc = NULL, stale = NULL WHERE conv = ? AND seq = ?`)
 	if err != nil {
@@ -260,33 +260,36 @@ func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
 	if _, err := st.ExecContext(t.ctx, j.conv.key, m.Target); err != nil {
 		return err
 	}
-	// The edits are found first and blanked one by one by primary key: a
-	// multi-row UPDATE opens a statement savepoint, and FTS5 flushes its
-	// pending inserts to a new index segment at every savepoint, so each
-	// delete would leave one more small segment for every later secure
-	// delete and query to seek. INDEXED BY: without it the planner reads
-	// the whole conversation through the primary key's conv_id prefix.
-	find, err := t.stmt(`SELECT seq FROM messages INDEXED BY messages_edits WHERE conv = ? AND target = ? AND kind = 'edit' AND body <> ''`)
+	// The edits and reactions are found first and blanked one by one by
+	// primary key: a multi-row UPDATE opens a statement savepoint, and FTS5
+	// flushes its pending inserts to a new index segment at every
+	// savepoint, so each delete would leave one more small segment for
+	// every later secure delete and query to seek. INDEXED BY: without it
+	// the planner reads the whole conversation through the primary key's
+	// conv_id prefix. A reaction message's emoji (up to 64 bytes of the
+	// sender's choosing, ":name:" included) is erased with the reaction.
+	find, err := t.stmt(`SELECT seq, kind FROM messages INDEXED BY messages_targets WHERE conv = ? AND target = ?
+		AND ((kind = 'edit' AND body <> '') OR (kind = 'reaction' AND emoji IS NOT NULL))`)
 	if err != nil {
 		return err
 	}
-	nv, err := namedValues([]any{j.conv.key, m.Target})
+	rows, err := find.QueryContext(t.ctx, j.conv.key, m.Target)
 	if err != nil {
 		return err
 	}
-	dr, err := find.query.QueryContext(t.ctx, nv)
-	if err != nil {
-		return err
-	}
-	rows := newRows(dr)
-	var edits []int64
+	var edits, reacts []int64
 	for rows.Next() {
 		var seq int64
-		if err := rows.Scan(&seq); err != nil {
+		var kind string
+		if err := rows.Scan(&seq, &kind); err != nil {
 			rows.Close()
 			return err
 		}
-		edits = append(edits, seq)
+		if kind == chat.KindEdit {
+			edits = append(edits, seq)
+		} else {
+			reacts = append(reacts, seq)
+		}
 	}
 	err = rows.Err()
 	rows.Close()
@@ -299,6 +302,15 @@ func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
 	}
 	for _, seq := range edits {
 		if _, err := blank.ExecContext(t.ctx, j.conv.key, seq); err != nil {
+			return err
+		}
+	}
+	unnamed, err := t.stmt(`UPDATE messages SET emoji = NULL WHERE conv = ? AND seq = ?`)
+	if err != nil {
+		return err
+	}
+	for _, seq := range reacts {
+		if _, err := unnamed.ExecContext(t.ctx, j.conv.key, seq); err != nil {
 			return err
 		}
 	}

@@ -141,8 +141,9 @@ func testMutationsInOneBatch(t *testing.T, o Opener) {
 		t.Errorf("search re* in g: %v", got)
 	}
 
-	// A delete erases the body, the edits' bodies, the reactions, the
-	// mentions and the search entry; what targets it afterwards conflicts.
+	// A delete erases the body, the edits' bodies, the reactions (the
+	// reaction messages' emoji too), the mentions and the search entry;
+	// what targets it afterwards conflicts.
 	if m, _, err := db.Append(ctx, mutation("g", "u", "m", chat.KindDelete, 1, ""))(); err != nil || m.Seq != 6 {
 		t.Fatalf("delete: seq %d, %v", m.Seq, err)
 	}
@@ -160,6 +161,9 @@ func testMutationsInOneBatch(t *testing.T, o Opener) {
 	}
 	if m := msgs[2]; m.Body != "" {
 		t.Errorf("the deleted message's edit keeps its body %q", m.Body)
+	}
+	if m := msgs[3]; m.Kind != chat.KindReaction || m.Emoji != "" {
+		t.Errorf("the deleted message's reaction keeps its emoji: %+v", m)
 	}
 	if m := msgs[4]; !m.Deleted || m.Body != "" || len(m.Mentions) != 0 {
 		t.Errorf("deleted reply: %+v", m)
