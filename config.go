@@ -218,7 +218,9 @@ func defaultConfig() Config {
 	c.Postgres.BatchTimeout = 10 * time.Second
 	c.WebSocket.SessionQueue = 512
 	c.WebSocket.WriteTimeout = 10 * time.Second
-	c.WebSocket.PresenceGrace = 5 * time.Second
+	// The contract's "offline" comes within 5 s of the last close: 4 s
+	// leaves room for delivering it.
+	c.WebSocket.PresenceGrace = 4 * time.Second
 	c.Chat.AckFlushInterval = 200 * time.Millisecond
 	c.Chat.ReceiptInterval = time.Second
 	c.Log.Level = "info"

@@ -41,7 +41,9 @@ type Config struct {
 	// MaxSessionsPerUser bounds one user's open sockets on this process.
 	MaxSessionsPerUser int
 	// PresenceGrace is how long a user whose last session closed still
-	// counts as online (a reload does not flicker); at most 5 s.
+	// counts as online (a reload does not flicker). The contract says the
+	// "offline" comes within 5 s: the default, 4 s, leaves room for the
+	// settling and delivery after the timer (config refuses more than 5 s).
 	PresenceGrace time.Duration
 	// Version, Commit and Schema (the database's newest applied migration)
 	// are reported by /healthz.
@@ -90,7 +92,7 @@ func (c *Config) setDefaults() {
 		c.MaxSessionsPerUser = 32
 	}
 	if c.PresenceGrace <= 0 || c.PresenceGrace > 5*time.Second {
-		c.PresenceGrace = 5 * time.Second
+		c.PresenceGrace = 4 * time.Second
 	}
 }
 
