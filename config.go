@@ -126,7 +126,12 @@ type Config struct {
 		WebhookAttempts int           `yaml:"webhook_attempts"`
 	} `yaml:"events"`
 	Webhooks []WebhookConfig `yaml:"webhooks"`
-	Debug    struct {
+	// Metrics.Token lets a scraper read /metrics with it as a bearer
+	// token (an admin's own token works too); without either, 401.
+	Metrics struct {
+		Token string `yaml:"token"`
+	} `yaml:"metrics"`
+	Debug struct {
 		Pprof bool `yaml:"pprof"`
 	} `yaml:"debug"`
 }

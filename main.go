@@ -250,6 +250,7 @@ func serverConfig(cfg Config, build buildInfo, schema int) server.Config {
 		WriteDelay:         cfg.WebSocket.WriteDelay,
 		PresenceGrace:      cfg.WebSocket.PresenceGrace,
 		Pprof:              cfg.Debug.Pprof,
+		MetricsToken:       cfg.Metrics.Token,
 		ReadTimeout:        cfg.HTTP.ReadTimeout,
 		APIWriteTimeout:    cfg.HTTP.WriteTimeout,
 		MaxSessionsPerUser: cfg.WebSocket.MaxSessionsPerUser,

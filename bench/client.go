@@ -19,6 +19,19 @@ import (
 type apiClient struct {
 	base string // http://host:port, no trailing slash
 	hc   *http.Client
+	// metricsToken is the bearer token GET /metrics is read with.
+	metricsToken string
+}
+
+// apiClient is a client of the server at base, reading its /metrics with
+// the token o names, or the bench's own where o runs the bench's config.
+func (o Options) apiClient(base string) *apiClient {
+	a := newAPIClient(base)
+	a.metricsToken = o.MetricsToken
+	if a.metricsToken == "" && o.Embedded && o.ServerConfig == "" {
+		a.metricsToken = benchMetricsToken
+	}
+	return a
 }
 
 func newAPIClient(base string) *apiClient {

@@ -32,6 +32,9 @@ type Options struct {
 	URL       string // drive this running server; empty = embedded
 	Embedded  bool
 	ServerBin string // binary for embedded mode
+	// MetricsToken reads /metrics of a --url server or of one started with
+	// --server-config; the bench's own configuration has a token of its own.
+	MetricsToken string
 	// ServerConfig is a config file for the embedded server instead of
 	// the bench's own (which raises the limits and turns storms off).
 	ServerConfig string
@@ -131,6 +134,7 @@ command fails if any of them is off.`,
 	f.StringVar(&o.URL, "url", "", "base URL of a running server, e.g. http://127.0.0.1:8080; several nodes of one cluster comma-separated: sessions connect to them in turn (session i to node i mod n), setup and /metrics use the first")
 	f.BoolVar(&o.Embedded, "embedded", true, "start a server on a temporary database (default when --url is empty)")
 	f.StringVar(&o.ServerBin, "server-bin", "", "imserver binary for --embedded (default: this executable)")
+	f.StringVar(&o.MetricsToken, "metrics-token", os.Getenv("IMSERVER_METRICS_TOKEN"), "bearer token for GET /metrics of a --url server or a --server-config one (its metrics.token, or an admin's token; default $IMSERVER_METRICS_TOKEN)")
 	f.StringVar(&o.ServerConfig, "server-config", "", "config file for --embedded instead of the bench's (keep its raised limits; --sqlite-sync is then ignored)")
 	f.IntVar(&o.ServerPID, "server-pid", 0, "process id of the --url server: its CPU time and write system calls per message are read from /proc")
 	f.StringVar(&o.Scenario, "scenario", "all", "send|fanout|catchup|idle|mixed|interactive|all|growth")
@@ -316,10 +320,10 @@ func runScenario(ctx context.Context, o Options, sc *scenario) *Result {
 	} else {
 		res.Server = o.URL
 	}
-	r := newRun(sc.name, o, sz, newAPIClient(base))
+	r := newRun(sc.name, o, sz, o.apiClient(base))
 	if !o.Embedded {
 		for _, u := range urls[1:] {
-			r.nodes = append(r.nodes, newAPIClient(u))
+			r.nodes = append(r.nodes, o.apiClient(u))
 		}
 	}
 	r.serverPID = pid

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -28,11 +29,17 @@ type embeddedServer struct {
 	startup time.Duration
 }
 
+// benchMetricsToken is the metrics token of the servers the bench starts
+// with its own configuration (a new one each run).
+var benchMetricsToken = rand.Text()
+
 // serverConfig raises the limits that would otherwise throttle a load test,
 // and keeps storm mode out of the way: the figures are those of per-message
 // delivery (storm mode trades latency for fewer frames on purpose).
 func serverConfig(sqliteSync string) string {
 	return fmt.Sprintf(`# written by imserver bench
+metrics:
+  token: %s
 limits:
   send_rate: 1000000
   send_burst: 1000000
@@ -49,7 +56,7 @@ storm:
 websocket:
   # idle opens thousands of sockets for a few users.
   max_sessions_per_user: 1000000
-`, sqliteSync)
+`, benchMetricsToken, sqliteSync)
 }
 
 func freePort() (int, error) {

@@ -283,7 +283,7 @@ func growthRow(ctx context.Context, o Options, g GrowthOptions, n int) (GrowthRo
 		return row, err
 	}
 	defer srv.stop()
-	api := newAPIClient(srv.url)
+	api := o.apiClient(srv.url)
 	// Idle memory first: what the server holds with the history on disk
 	// and nothing asked of it yet, once the start's garbage is collected.
 	time.Sleep(2 * time.Second)

@@ -20,6 +20,9 @@ func (a *apiClient) scrapeMetrics(ctx context.Context) (serverMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.metricsToken != "" {
+		req.Header.Set("Authorization", "Bearer "+a.metricsToken)
+	}
 	resp, err := a.hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("GET /metrics: %w", err)

@@ -60,6 +60,10 @@ func (r *run) beginMeasure(ctx context.Context) {
 	}
 	if sm, err := r.api.scrapeMetrics(ctx); err == nil {
 		m.serverCPU, m.ok = sm["process_cpu_seconds_total"]
+	} else {
+		// The server's CPU and memory go missing from the report; say why
+		// (a server's /metrics wants its metrics token: --metrics-token).
+		r.note("metrics", err.Error())
 	}
 	if len(r.nodes) > 1 {
 		m.nodesCPU = r.nodesCPU(ctx)

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,4 +151,20 @@ func TestAdminDisableUser(t *testing.T) {
 		t.Errorf("status: %+v", status)
 	}
 	bob.get(t, "/api/v1/admin/status").wantError(t, http.StatusUnauthorized, "unauthorized")
+}
+
+// TestMetricsNeedAToken: /metrics answers the metrics token and admins;
+// no token or a bad one is 401, a user who is no admin 403.
+func TestMetricsNeedAToken(t *testing.T) {
+	ts := newServer(t, func(c *testConfig) { c.chat.Admins = []string{"root"} })
+	root := ts.addUser(t, "root")
+	bob := ts.register(t, "bob")
+	ts.fetch(t, "/metrics", "").wantError(t, http.StatusUnauthorized, "unauthorized")
+	ts.fetch(t, "/metrics", "not-the-token").wantError(t, http.StatusUnauthorized, "unauthorized")
+	ts.fetch(t, "/metrics", bob.Token).wantError(t, http.StatusForbidden, "forbidden")
+	for name, tok := range map[string]string{"the metrics token": testMetricsToken, "an admin": root.Token} {
+		if m := ts.fetch(t, "/metrics", tok).want(t, http.StatusOK); !strings.Contains(string(m.Body), "imserver_sessions") {
+			t.Errorf("%s: /metrics without imserver_sessions:\n%.300s", name, m.Body)
+		}
+	}
 }

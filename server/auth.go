@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/hex"
 	"net/http"
 	"strings"
@@ -61,3 +62,26 @@ func tokenOf(r *http.Request) string {
 
 // tokenID identifies a token's sessions in memory without keeping it.
 func tokenID(token string) string { return hex.EncodeToString(chat.TokenHash(token)) }
+
+// metricsGate serves h to a scraper holding the configured metrics token
+// or to an admin. The contract leaves only /healthz, the OpenAPI document
+// and the UI open, and a server on the internet should not show anyone
+// its load; a user who is no admin gets 403.
+func (s *Server) metricsGate(h http.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok := bearer(r, false)
+		if want := s.cfg.MetricsToken; want != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(want)) == 1 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		u, _, err := s.chat.Authorize(r.Context(), tok)
+		if err == nil && !s.chat.IsAdmin(u) {
+			err = chat.Errorf(chat.EForbidden, "metrics are for admins and the metrics token")
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}
+}

@@ -188,7 +188,7 @@ func TestFileDedupAndSweep(t *testing.T) {
 			t.Errorf("%s survived the sweep: %v", p, err)
 		}
 	}
-	if m := ts.fetch(t, "/metrics", ""); !strings.Contains(string(m.Body), "imserver_files_stored 1") || !strings.Contains(string(m.Body), "imserver_file_uploads_total 3") {
+	if m := ts.fetch(t, "/metrics", testMetricsToken); !strings.Contains(string(m.Body), "imserver_files_stored 1") || !strings.Contains(string(m.Body), "imserver_file_uploads_total 3") {
 		t.Errorf("metrics lack the file counts:\n%s", grepLines(string(m.Body), "imserver_file"))
 	}
 }

@@ -31,6 +31,9 @@ import (
 // of hanging it. Nothing is asserted about how long anything takes.
 const waitTimeout = 30 * time.Second
 
+// testMetricsToken is the metrics token of the servers tests start.
+const testMetricsToken = "metrics-token-of-the-tests"
+
 // testConfig is what a test may change in the server it starts.
 type testConfig struct {
 	chat    chat.Config
@@ -75,6 +78,7 @@ func newServer(t *testing.T, opts ...func(*testConfig)) *testServer {
 		AckFlushInterval: 50 * time.Millisecond,
 		ReceiptInterval:  50 * time.Millisecond,
 	}}
+	cfg.server.MetricsToken = testMetricsToken
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -58,7 +58,7 @@ func (s *Server) apiRoutes() []route {
 		{"GET", wsPath, public(s.handleWS)},
 		{"GET", "/api/v1/openapi.json", public(serveOpenAPI)},
 		{"GET", "/healthz", public(s.handleHealth)},
-		{"GET", "/metrics", s.metrics.Handler()},
+		{"GET", "/metrics", s.metricsGate(s.metrics.Handler())},
 	}, s.reachRoutes(authed)...)
 }
 

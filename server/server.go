@@ -31,6 +31,9 @@ type Config struct {
 	WriteDelay time.Duration
 	// Pprof serves net/http/pprof at /debug/pprof/.
 	Pprof bool
+	// MetricsToken is the bearer token a scraper reads /metrics with;
+	// admins' own tokens work too.
+	MetricsToken string
 	// Files serves uploads; nil turns the file routes off.
 	Files *Files
 	// ReadTimeout bounds how long an HTTP request's body may take to

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -218,12 +219,8 @@ func TestSlowReader(t *testing.T) {
 // slowCuts reads imserver_slow_reader_cuts_total from /metrics.
 func (ts *testServer) slowCuts(t *testing.T) float64 {
 	t.Helper()
-	res, err := ts.http.Get(ts.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
+	m := ts.fetch(t, "/metrics", testMetricsToken).want(t, http.StatusOK)
+	sc := bufio.NewScanner(bytes.NewReader(m.Body))
 	for sc.Scan() {
 		var v float64
 		if n, _ := fmt.Sscanf(sc.Text(), "imserver_slow_reader_cuts_total %g", &v); n == 1 {
