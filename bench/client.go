@@ -24,14 +24,29 @@ type apiClient struct {
 }
 
 // apiClient is a client of the server at base, reading its /metrics with
-// the token o names, or the bench's own where o runs the bench's config.
+// the token o names (--metrics-token).
 func (o Options) apiClient(base string) *apiClient {
 	a := newAPIClient(base)
 	a.metricsToken = o.MetricsToken
-	if a.metricsToken == "" && o.Embedded && o.ServerConfig == "" {
-		a.metricsToken = benchMetricsToken
-	}
 	return a
+}
+
+// signInAdmin makes a read /metrics as benchAdmin, which the bench's own
+// server configuration names an admin: registered on a fresh database,
+// logged in on one that has it (a growth history reused).
+func (a *apiClient) signInAdmin(ctx context.Context) error {
+	_, tok, err := a.register(ctx, benchAdmin, benchPassword)
+	if err != nil {
+		var login struct {
+			Token string `json:"token"`
+		}
+		if lerr := a.do(ctx, "POST", "/api/v1/auth/login", "", map[string]string{"username": benchAdmin, "password": benchPassword}, &login, 0); lerr != nil {
+			return fmt.Errorf("the bench's admin account: %w; %w", err, lerr)
+		}
+		tok = login.Token
+	}
+	a.metricsToken = tok
+	return nil
 }
 
 func newAPIClient(base string) *apiClient {

@@ -321,6 +321,12 @@ func runScenario(ctx context.Context, o Options, sc *scenario) *Result {
 		res.Server = o.URL
 	}
 	r := newRun(sc.name, o, sz, o.apiClient(base))
+	if srv != nil && o.ServerConfig == "" {
+		if err := r.api.signInAdmin(ctx); err != nil {
+			res.Error = err.Error()
+			return res
+		}
+	}
 	if !o.Embedded {
 		for _, u := range urls[1:] {
 			r.nodes = append(r.nodes, o.apiClient(u))

@@ -285,10 +285,16 @@ func growthRow(ctx context.Context, o Options, g GrowthOptions, n int) (GrowthRo
 	defer srv.stop()
 	api := o.apiClient(srv.url)
 	// Idle memory first: what the server holds with the history on disk
-	// and nothing asked of it yet, once the start's garbage is collected.
+	// and nothing asked of it yet, once the start's garbage is collected
+	// (read from /proc: signing in to read /metrics would hash a password).
 	time.Sleep(2 * time.Second)
-	if sm, err := api.scrapeMetrics(ctx); err == nil {
-		row.IdleRSS = sm["process_resident_memory_bytes"]
+	if rss, err := procRSS(srv.cmd.Process.Pid); err == nil {
+		row.IdleRSS = rss
+	}
+	if o.ServerConfig == "" {
+		if err := api.signInAdmin(ctx); err != nil {
+			return row, err
+		}
 	}
 
 	var login struct {
@@ -333,7 +339,7 @@ func growthRow(ctx context.Context, o Options, g GrowthOptions, n int) (GrowthRo
 	fmt.Fprintf(o.Stderr, "growth %d: two-word search %.1f ms median, %.1f ms p99\n", n, row.SearchMs, row.SearchP99ms)
 
 	sub := o
-	sub.URL, sub.Embedded = srv.url, false
+	sub.URL, sub.Embedded, sub.MetricsToken = srv.url, false, api.metricsToken
 	sub.Growth = GrowthOptions{}
 	sub.Sizes = Sizes{}
 	sub.RateSet = false

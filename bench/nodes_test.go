@@ -46,7 +46,11 @@ func TestSeveralURLs(t *testing.T) {
 	var out, errOut bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
-	cmd.SetArgs([]string{"--url", srv.url + "," + front.URL, "--metrics-token", benchMetricsToken, "--scenario", "send", "--users", "4", "--groups", "2", "--members", "2",
+	admin := newAPIClient(srv.url)
+	if err := admin.signInAdmin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cmd.SetArgs([]string{"--url", srv.url + "," + front.URL, "--metrics-token", admin.metricsToken, "--scenario", "send", "--users", "4", "--groups", "2", "--members", "2",
 		"--senders", "4", "--messages", "40", "--progress=false"})
 	if err := cmd.ExecuteContext(ctx); err != nil {
 		t.Fatalf("bench: %v\nstderr: %s\nstdout: %s", err, errOut.String(), out.String())

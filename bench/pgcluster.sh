@@ -8,7 +8,7 @@
 # a fresh database, Redis flushed, NODES nodes of BIN started, one
 # `BENCH bench --url a,b,c --scenario send --messages MESSAGES` over them,
 # then CPU per message: each node over the measured phase (the bench reads
-# their /metrics), the nodes in all with setup (/proc), PostgreSQL and Redis
+# their /metrics as the admin imbench-metrics), the nodes in all with setup (/proc), PostgreSQL and Redis
 # (with setup).
 # BENCH is the load generator for every build (default: the last BIN).
 # WRITE_DELAY sets the nodes' websocket.write_delay.
@@ -96,6 +96,7 @@ limits:
   login_failures: 0
 auth:
   registration: open
+  admins: [imbench-metrics]
 storm:
   threshold: 1000000000
   lower_mark: 1
@@ -128,7 +129,10 @@ EOF
 			profpid=$!
 		fi
 		out="$WORK/bench-$round-$b.txt"
-		"$BENCH" bench --url "$urls" --scenario send --progress=false --messages "$MESSAGES" >"$out" 2>&1 || true
+		# /metrics is for admins: the nodes' config makes imbench-metrics one.
+		token=$(curl -s -X POST -H 'Content-Type: application/json' "http://127.0.0.1:$((BASEPORT + 1))/api/v1/auth/register" \
+			-d '{"username":"imbench-metrics","password":"bench-password-0123456789"}' | sed -n 's/.*"token":"\([^"]*\)".*/\1/p')
+		"$BENCH" bench --url "$urls" --metrics-token "$token" --scenario send --progress=false --messages "$MESSAGES" >"$out" 2>&1 || true
 		if [ "$PROFILE" != 0 ]; then wait "$profpid"; fi
 		total=0 i=0
 		for p in $pids; do

@@ -62,3 +62,20 @@ func readProc(pid int) (procSample, error) {
 	p.ok = true
 	return p, nil
 }
+
+// procRSS reads a process's resident set in bytes (VmRSS of
+// /proc/PID/status): what process_resident_memory_bytes reports, without
+// asking the server anything.
+func procRSS(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
+			kb, err := strconv.ParseFloat(string(bytes.TrimSuffix(bytes.TrimSpace(v), []byte(" kB"))), 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}

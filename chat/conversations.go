@@ -24,7 +24,7 @@ func (s *Service) CreateDirect(ctx context.Context, me, peer string) (Conversati
 		return Conversation{}, false, err
 	}
 	pair := []string{me, peer}
-	known := s.knownContacts(ctx, pair)
+	known := s.knownContacts(ctx, pair[:1], pair)
 	id, created, err := s.store.CreateDirect(ctx, NewID(), me, peer)
 	if err != nil {
 		return Conversation{}, false, err
@@ -49,7 +49,7 @@ func (s *Service) CreateGroup(ctx context.Context, me, name string, members []st
 	}
 	id := NewID()
 	everyone := append([]string{me}, ids...)
-	known := s.knownContacts(ctx, everyone)
+	known := s.knownContacts(ctx, everyone, everyone)
 	if err := s.store.CreateGroup(ctx, id, name, me, ids); err != nil {
 		return Conversation{}, err
 	}
@@ -113,7 +113,7 @@ func (s *Service) AddMembers(ctx context.Context, me, conv string, users []strin
 	if err != nil {
 		return nil, err
 	}
-	known := s.knownContacts(ctx, ids)
+	known := s.knownContacts(ctx, ids, append(r.ids[:len(r.ids):len(r.ids)], ids...))
 	added, err := s.store.AddMembers(ctx, conv, ids)
 	s.membershipChanged(conv)
 	if err != nil {

@@ -95,15 +95,20 @@ type onlineHook struct{ f atomic.Pointer[OnlineFunc] }
 // contacts hear of each other at once.
 func (s *Service) SetOnline(f OnlineFunc) { s.online.f.Store(&f) }
 
-// knownContacts returns, for each of users who is online, the users it
-// shares a conversation with now. Called before a change that makes
+// knownContacts returns, for each of users who is online, those of pool
+// it shares a conversation with now. Called before a change that makes
 // people contacts, it tells introduce which of them already hear of each
 // other's presence: a contact is told "online" once, not again for every
-// conversation the two come to share.
-func (s *Service) knownContacts(ctx context.Context, users []string) map[string]map[string]bool {
+// conversation the two come to share. Knowing is symmetric, so users need
+// hold one side of each pair; the sets hold pool members only.
+func (s *Service) knownContacts(ctx context.Context, users, pool []string) map[string]map[string]bool {
 	f := s.online.f.Load()
 	if f == nil || len(users) == 0 {
 		return nil
+	}
+	inPool := make(map[string]bool, len(pool))
+	for _, v := range pool {
+		inPool[v] = true
 	}
 	known := map[string]map[string]bool{}
 	for _, u := range (*f)(ctx, users) {
@@ -111,9 +116,11 @@ func (s *Service) knownContacts(ctx context.Context, users []string) map[string]
 		if err != nil {
 			continue
 		}
-		set := make(map[string]bool, len(cs))
+		set := map[string]bool{}
 		for _, c := range cs {
-			set[c] = true
+			if inPool[c] {
+				set[c] = true
+			}
 		}
 		known[u] = set
 	}

@@ -168,3 +168,19 @@ func TestMetricsNeedAToken(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsTokenGuessesLimited: wrong metrics tokens count as failed
+// guesses of the address, until it is refused 429; a user's own token is
+// no guess, and the right metrics token still reads.
+func TestMetricsTokenGuessesLimited(t *testing.T) {
+	ts := newServer(t, func(c *testConfig) { c.server.LoginFailures = 3 })
+	bob := ts.register(t, "bob")
+	for range 5 {
+		ts.fetch(t, "/metrics", bob.Token).wantError(t, http.StatusForbidden, "forbidden")
+	}
+	for range 3 {
+		ts.fetch(t, "/metrics", "guess").wantError(t, http.StatusUnauthorized, "unauthorized")
+	}
+	ts.fetch(t, "/metrics", "guess").wantError(t, http.StatusTooManyRequests, "rate_limited")
+	ts.fetch(t, "/metrics", testMetricsToken).want(t, http.StatusOK)
+}

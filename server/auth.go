@@ -70,11 +70,26 @@ func tokenID(token string) string { return hex.EncodeToString(chat.TokenHash(tok
 func (s *Server) metricsGate(h http.Handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r, false)
-		if want := s.cfg.MetricsToken; want != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(want)) == 1 {
+		want := s.cfg.MetricsToken
+		if want != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(want)) == 1 {
 			h.ServeHTTP(w, r)
 			return
 		}
+		// The operator chose the metrics token and it may be short: a
+		// wrong one counts as a failed guess of this address, as a wrong
+		// invite code does (a user's token, refunded, does not).
+		var guess attempt
+		if want != "" && tok != "" {
+			var err error
+			if guess, err = s.guard.guess(s.clientAddr(r)); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
 		u, _, err := s.chat.Authorize(r.Context(), tok)
+		if err == nil {
+			guess.refund()
+		}
 		if err == nil && !s.chat.IsAdmin(u) {
 			err = chat.Errorf(chat.EForbidden, "metrics are for admins and the metrics token")
 		}
