@@ -201,7 +201,18 @@ func (s *Service) Leave(ctx context.Context, me, conv string) error {
 	if err != nil {
 		return err
 	}
-	s.notifyEntries(ctx, conv, []string{me})
+	changed := []string{me}
+	if r.roles[me] == RoleOwner {
+		// The store made another member owner: its entry changed too.
+		if now, err := s.rosters.get(ctx, s.store, conv); err == nil {
+			for u, role := range now.roles {
+				if role == RoleOwner {
+					changed = append(changed, u)
+				}
+			}
+		}
+	}
+	s.notifyEntries(ctx, conv, changed)
 	return nil
 }
 

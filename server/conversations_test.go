@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -408,12 +409,17 @@ func TestLeave(t *testing.T) {
 	}
 	bob.post(t, convPath(g.ID, "leave"), nil).wantError(t, http.StatusForbidden, "not_member")
 
-	// When the owner leaves, someone else owns the group.
+	// When the owner leaves, someone else owns the group, and hears of its
+	// changed entry.
+	wc := carol.dial(t, "carol")
 	alice.post(t, convPath(g.ID, "leave"), nil).want(t, http.StatusNoContent)
 	ms := carol.members(t, g.ID)
 	if len(ms) != 1 || ms[0].UserID != carol.ID() || ms[0].Role != "owner" {
 		t.Errorf("after the owner left: members %+v, want carol as owner", ms)
 	}
+	wc.next(t, "carol's entry as owner", func(f frame) bool {
+		return f.Type == "conversation" && strings.Contains(string(f.raw), `"role":"owner"`)
+	})
 }
 
 func TestClearHistory(t *testing.T) {
