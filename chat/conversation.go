@@ -26,6 +26,15 @@ func CheckRemove(mine, target string) error {
 	return Errorf(EForbidden, "only the owner or an admin can remove members")
 }
 
+// CheckRename says whether a member of role mine may rename a group: the
+// owner and admins, who manage it.
+func CheckRename(mine string) error {
+	if mine == RoleOwner || mine == RoleAdmin {
+		return nil
+	}
+	return Errorf(EForbidden, "only the owner or an admin can rename the group")
+}
+
 // CheckSetRole says whether by, of role mine, may give user role.
 func CheckSetRole(by, mine, user, role string) error {
 	switch role {

@@ -39,9 +39,9 @@ func (s *Service) CreateDirect(ctx context.Context, me, peer string) (Conversati
 
 // CreateGroup creates a group owned by me.
 func (s *Service) CreateGroup(ctx context.Context, me, name string, members []string) (Conversation, error) {
-	name = strings.TrimSpace(name)
-	if name == "" || utf8.RuneCountInString(name) > maxGroupNameLen || !utf8.ValidString(name) {
-		return Conversation{}, Errorf(EBadRequest, "name must be 1-%d characters", maxGroupNameLen)
+	name, err := groupName(name)
+	if err != nil {
+		return Conversation{}, err
 	}
 	ids, err := s.existingUsers(ctx, members, me)
 	if err != nil {
@@ -56,6 +56,38 @@ func (s *Service) CreateGroup(ctx context.Context, me, name string, members []st
 	s.notifyEntries(ctx, id, everyone)
 	s.introduce(ctx, id, everyone, known)
 	return s.Conversation(ctx, me, id)
+}
+
+// groupName is name trimmed, or a bad_request when that is no group name.
+func groupName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || utf8.RuneCountInString(name) > maxGroupNameLen || !utf8.ValidString(name) {
+		return "", Errorf(EBadRequest, "name must be 1-%d characters", maxGroupNameLen)
+	}
+	return name, nil
+}
+
+// RenameGroup gives a group a new name (owner and admins) and returns my
+// entry; every member's sessions get their changed entry.
+func (s *Service) RenameGroup(ctx context.Context, me, conv, name string) (Conversation, error) {
+	r, err := s.member(ctx, conv, me)
+	if err != nil {
+		return Conversation{}, err
+	}
+	if r.Kind != Group {
+		return Conversation{}, Errorf(EBadRequest, "only groups have names")
+	}
+	if name, err = groupName(name); err != nil {
+		return Conversation{}, err
+	}
+	if err := CheckRename(r.roles[me]); err != nil {
+		return Conversation{}, err
+	}
+	if err := s.store.RenameGroup(ctx, conv, me, name); err != nil {
+		return Conversation{}, err
+	}
+	s.notifyEntries(ctx, conv, r.ids)
+	return s.Conversation(ctx, me, conv)
 }
 
 // existingUsers dedups ids, drops except, and checks that each user exists.

@@ -87,6 +87,10 @@ type ConversationStore interface {
 	// not a member, ENotFound when user is not). Making user owner makes by
 	// an admin in the same transaction: a group has one owner.
 	SetRole(ctx context.Context, conv, by, user, role string) error
+	// RenameGroup names a group name, if CheckRename allows it with by's
+	// role as it stands in the transaction (ENotMember when by is not a
+	// member); every member's entry gets a new version.
+	RenameGroup(ctx context.Context, conv, by, name string) error
 	ClearHistory(ctx context.Context, conv, user string) error
 	// SetRead moves user's read marker up to seq (clamped to what it may
 	// see) and returns the marker after the call and whether it moved.

@@ -151,6 +151,24 @@ func (db *DB) SetRole(ctx context.Context, conv, by, user, role string) error {
 	}))
 }
 
+// RenameGroup implements chat.ConversationStore.
+func (db *DB) RenameGroup(ctx context.Context, conv, by, name string) error {
+	return wrap(db.w.exec(ctx, func(t *wtx) error {
+		mine, _, err := actingRoles(t, conv, by, by)
+		if err != nil {
+			return err
+		}
+		if err := chat.CheckRename(mine); err != nil {
+			return err
+		}
+		if _, err := t.Exec(`UPDATE conversations SET name = $1 WHERE id = $2`, name, conv); err != nil {
+			return err
+		}
+		// The members' entries carry the name: a new version each.
+		return touchConversation(t, conv)
+	}))
+}
+
 // actingRoles reads the current roles of by, who acts, and user, whom it
 // acts on, after locking the conversation's row: every change of
 // membership and roles takes that lock first (removeMember too), so a

@@ -164,3 +164,20 @@ func (s *Server) noContent(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// handleRename renames a group: PATCH /api/v1/conversations/{id} {name}.
+func (s *Server) handleRename(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	c, err := s.chat.RenameGroup(r.Context(), userOf(r).ID, r.PathValue("id"), req.Name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]chat.Conversation{"conversation": c})
+}

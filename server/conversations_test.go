@@ -539,3 +539,48 @@ func TestSetRole(t *testing.T) {
 	ts.do(t, "PATCH", member(bob.ID()), alice.Token, map[string]string{"role": "member"}).wantError(t, http.StatusForbidden, "forbidden")
 	ts.do(t, "PATCH", member(bob.ID()), carol.Token, map[string]string{"role": "member"}).want(t, http.StatusNoContent)
 }
+
+// TestRenameGroup: the owner and admins rename a group; every member's
+// sessions get the renamed entry, and a sync since before shows it.
+// Members, strangers, direct conversations and bad names are refused.
+func TestRenameGroup(t *testing.T) {
+	ts := newServer(t)
+	alice, bob, carol, eve := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol"), ts.register(t, "eve")
+	g := alice.group(t, "team", bob, carol)
+	path := convPath(g.ID)
+	rename := func(as *account, name string) response {
+		t.Helper()
+		return ts.do(t, "PATCH", path, as.Token, map[string]string{"name": name})
+	}
+
+	bobWS, carolWS := bob.dial(t, "bob"), carol.dial(t, "carol")
+	since := carol.sequences(t)
+	var got struct {
+		Conversation conversationJSON `json:"conversation"`
+	}
+	rename(alice, "  the team  ").want(t, http.StatusOK).decode(t, &got)
+	if got.Conversation.ID != g.ID || got.Conversation.Name != "the team" {
+		t.Errorf("rename answered %+v, want the trimmed name", got.Conversation)
+	}
+	for name, w := range map[string]*wsClient{"bob": bobWS, "carol": carolWS} {
+		w.next(t, name+"'s renamed entry", func(f frame) bool {
+			return f.Type == "conversation" && f.Conversation != nil && f.Conversation.ID == g.ID && f.Conversation.Name == "the team"
+		})
+	}
+	if ch := carol.changes(t, since, 100); len(ch.Conversations) != 1 || ch.Conversations[0].Name != "the team" {
+		t.Errorf("carol's sync after the rename: %+v", ch.Conversations)
+	}
+
+	rename(bob, "mine now").wantError(t, http.StatusForbidden, "forbidden")
+	ts.do(t, "PATCH", convPath(g.ID, "members", bob.ID()), alice.Token, map[string]string{"role": "admin"}).want(t, http.StatusNoContent)
+	rename(bob, "renamed by an admin").want(t, http.StatusOK)
+	if c := carol.conversation(t, g.ID); c.Name != "renamed by an admin" {
+		t.Errorf("carol's entry after the admin's rename: %q", c.Name)
+	}
+	rename(eve, "not hers").wantError(t, http.StatusForbidden, "not_member")
+	rename(alice, "   ").wantError(t, http.StatusBadRequest, "bad_request")
+	rename(alice, strings.Repeat("n", 129)).wantError(t, http.StatusBadRequest, "bad_request")
+	d := alice.direct(t, bob)
+	ts.do(t, "PATCH", convPath(d.ID), alice.Token, map[string]string{"name": "us"}).wantError(t, http.StatusBadRequest, "bad_request")
+	ts.do(t, "PATCH", convPath("nonexistent"), alice.Token, map[string]string{"name": "x"}).wantError(t, http.StatusNotFound, "not_found")
+}

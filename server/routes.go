@@ -34,6 +34,7 @@ func (s *Server) apiRoutes() []route {
 		{"POST", "/api/v1/conversations/{id}/members", authed(s.handleAddMembers)},
 		{"DELETE", "/api/v1/conversations/{id}/members/{user_id}", authed(s.handleKick)},
 		{"PATCH", "/api/v1/conversations/{id}/members/{user_id}", authed(s.handleSetRole)},
+		{"PATCH", "/api/v1/conversations/{id}", authed(s.handleRename)},
 		{"POST", "/api/v1/conversations/{id}/leave", authed(s.handleLeave)},
 		{"POST", "/api/v1/conversations/{id}/clear", authed(s.handleClear)},
 		{"POST", "/api/v1/conversations/{id}/ack", authed(s.handleAck)},

@@ -187,6 +187,24 @@ func (db *DB) SetRole(ctx context.Context, conv, by, user, role string) error {
 	})
 }
 
+// RenameGroup implements chat.ConversationStore.
+func (db *DB) RenameGroup(ctx context.Context, conv, by, name string) error {
+	return db.w.exec(ctx, func(t *wtx) error {
+		mine, _, err := actingRoles(t, conv, by, by)
+		if err != nil {
+			return err
+		}
+		if err := chat.CheckRename(mine); err != nil {
+			return err
+		}
+		if _, err := t.ExecContext(t.ctx, `UPDATE conversations SET name = ? WHERE id = ?`, name, conv); err != nil {
+			return err
+		}
+		// The members' entries carry the name: a new version each.
+		return touchConversation(t, conv)
+	})
+}
+
 // actingRoles reads the current roles of by, who acts, and user, whom it
 // acts on: ENotMember when by is not a member, ENotFound when user is not.
 func actingRoles(t *wtx, conv, by, user string) (mine, target string, err error) {
