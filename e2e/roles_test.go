@@ -57,3 +57,38 @@ func TestGroupRoles(t *testing.T) {
 	carol.waitFor("carol's role buttons", `document.querySelectorAll('#member-list .role-btn').length === 2`)
 	carol.saveScreenshot("roles.png")
 }
+
+// The owner renames a group from its details; a member's list and open
+// conversation follow at once; a plain member has no rename form.
+func TestRenameGroup(t *testing.T) {
+	srv := startServer(t, "")
+	alice := newPerson(t, srv, "alice")
+	alice.register("alice", "Alice Archer")
+	bob := newPerson(t, srv, "bob")
+	bob.register("bob", "Bob Baker")
+
+	alice.newGroup("Crew", "bob")
+	alice.send("before the new name")
+	bob.openConv("Crew")
+	bob.waitMessage("before the new name")
+	bob.click("#details-btn")
+	bob.waitFor("the member list", `document.querySelectorAll('#member-list .member').length === 2`)
+	if n := bob.evalInt(`document.querySelectorAll('#rename-form:not([hidden])').length`); n != 0 {
+		bob.fail("a plain member sees the rename form")
+	}
+	bob.click("#details-dialog .close")
+
+	alice.click("#details-btn")
+	alice.waitFor("the rename form", `!document.querySelector('#rename-form').hidden`)
+	alice.eval(`document.querySelector('#rename-input').value = ''`, nil)
+	alice.typeInto("#rename-input", "Release crew")
+	alice.click("#rename-btn")
+	alice.waitFor("the dialog's new title", `document.querySelector('#details-dialog-title').textContent === 'Release crew'`)
+	alice.saveScreenshot("rename.png")
+	alice.click("#details-dialog .close")
+	alice.waitConv("Release crew")
+
+	// Bob's page hears of it by its conversation frame.
+	bob.waitConv("Release crew")
+	bob.waitFor("the new name over bob's open conversation", `document.querySelector('#chat-title')?.textContent === 'Release crew'`)
+}

@@ -108,6 +108,7 @@ export function createApi({ getToken, onUnauthorized }) {
     addMembers: (id, userIds) => post(`/conversations/${enc(id)}/members`, { user_ids: userIds }),
     kick: (id, userId) => request('DELETE', `/conversations/${enc(id)}/members/${enc(userId)}`),
     setRole: (id, userId, role) => request('PATCH', `/conversations/${enc(id)}/members/${enc(userId)}`, { role }),
+    rename: (id, name) => request('PATCH', `/conversations/${enc(id)}`, { name }),
     leave: (id) => post(`/conversations/${enc(id)}/leave`),
     clear: (id) => post(`/conversations/${enc(id)}/clear`),
     // extra: the v1.1 fields (kind, target, emoji, on, reply_to, attachments).

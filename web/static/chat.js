@@ -802,6 +802,14 @@ export class ChatClient extends Emitter {
     await this.refreshConv(convId);
   }
 
+  // rename names a group; the other members' sessions hear of it by a
+  // conversation frame.
+  async rename(convId, name) {
+    const r = await this.api.rename(convId, name);
+    this.applyConv(r.conversation);
+    this.emit('convs');
+  }
+
   async leave(convId) {
     await this.api.leave(convId);
     await this.refreshConv(convId);

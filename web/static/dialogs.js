@@ -1,5 +1,5 @@
-// Modal dialogs: new direct chat, new group, conversation details (members,
-// add, kick, leave, clear history) and a confirmation box. They use the
+// Modal dialogs: new direct chat, new group, conversation details (rename,
+// members, add, kick, leave, clear history) and a confirmation box. They use the
 // native <dialog>, which traps focus and closes on Escape.
 
 import { h } from './dom.js';
@@ -205,7 +205,15 @@ export function detailsDialog(client, convId, { onLeft }) {
   const list = h('ul', { class: 'member-list', id: 'member-list', 'aria-label': 'Members' });
   const addBox = h('div', { class: 'add-members', hidden: true });
   const actions = h('div', { class: 'dialog-actions spread' });
-  const body = h('div', { class: 'dialog-form' }, h('h3', null, 'Members'), list, addBox, err.el, actions);
+  // The owner and admins rename a group.
+  const nameInput = h('input', { type: 'text', class: 'input', id: 'rename-input', maxlength: '128', 'aria-label': 'Group name', value: conv.name ?? '' });
+  const renameForm = h(
+    'form',
+    { class: 'rename-form', id: 'rename-form', hidden: true },
+    nameInput,
+    h('button', { type: 'submit', class: 'btn small', id: 'rename-btn' }, 'Rename'),
+  );
+  const body = h('div', { class: 'dialog-form' }, renameForm, h('h3', null, 'Members'), list, addBox, err.el, actions);
   const dlg = modal('details-dialog', client.title(conv), body);
 
   const guard = (fn) => async (...args) => {
@@ -228,6 +236,13 @@ export function detailsDialog(client, convId, { onLeft }) {
     }),
   });
   addBox.append(h('h3', null, 'Add members'), picker.el);
+  renameForm.addEventListener(
+    'submit',
+    guard(async (e) => {
+      e.preventDefault();
+      await client.rename(convId, nameInput.value);
+    }),
+  );
 
   const render = () => {
     const c = client.convs.get(convId) ?? conv;
@@ -235,6 +250,8 @@ export function detailsDialog(client, convId, { onLeft }) {
     const role = client.myRole(convId);
     const manager = (role === 'owner' || role === 'admin') && !c.left;
     addBox.hidden = !(manager && c.kind === 'group');
+    renameForm.hidden = !(manager && c.kind === 'group');
+    dlg.querySelector('#details-dialog-title').textContent = client.title(c);
     const rows = [];
     const rank = { owner: 0, admin: 1 };
     const members = [...(map?.values() ?? [])].sort(
@@ -344,10 +361,13 @@ export function detailsDialog(client, convId, { onLeft }) {
   const offUsers = client.users.on('change', render);
   const offPresence = client.presence.on('presence', render);
   let wasLeft = Boolean(conv.left);
+  let wasName = conv.name;
   const offConvs = client.on('convs', () => {
-    const left = Boolean(client.convs.get(convId)?.left);
-    if (left !== wasLeft) {
+    const now = client.convs.get(convId);
+    const left = Boolean(now?.left);
+    if (left !== wasLeft || now?.name !== wasName) {
       wasLeft = left;
+      wasName = now?.name;
       render();
     }
   });
