@@ -86,7 +86,11 @@ func (s *Service) RenameGroup(ctx context.Context, me, conv, name string) (Conve
 	if err := s.store.RenameGroup(ctx, conv, me, name); err != nil {
 		return Conversation{}, err
 	}
-	s.notifyEntries(ctx, conv, r.ids)
+	// The members as they stand after the rename (the cached list may
+	// lag a change made on another process) hear of it.
+	if now, err := s.store.Roster(ctx, conv); err == nil {
+		s.notifyEntries(ctx, conv, now.UserIDs())
+	}
 	return s.Conversation(ctx, me, conv)
 }
 
@@ -234,13 +238,13 @@ func (s *Service) Leave(ctx context.Context, me, conv string) error {
 		return err
 	}
 	changed := []string{me}
-	if r.roles[me] == RoleOwner {
-		// The store made another member owner: its entry changed too.
-		if now, err := s.rosters.get(ctx, s.store, conv); err == nil {
-			for u, role := range now.roles {
-				if role == RoleOwner {
-					changed = append(changed, u)
-				}
+	// When I was the owner (as the store's transaction saw it, whatever
+	// the cached list said), the store made another member owner: its
+	// entry changed too.
+	if now, err := s.store.Roster(ctx, conv); err == nil {
+		for _, m := range now.Members {
+			if m.Role == RoleOwner && r.roles[m.UserID] != RoleOwner {
+				changed = append(changed, m.UserID)
 			}
 		}
 	}

@@ -164,7 +164,12 @@ func (db *DB) RenameGroup(ctx context.Context, conv, by, name string) error {
 		if _, err := t.Exec(`UPDATE conversations SET name = $1 WHERE id = $2`, name, conv); err != nil {
 			return err
 		}
-		// The members' entries carry the name: a new version each.
+		// Every entry shows the name: the members' follow the
+		// conversation's version, former members' their own row's.
+		v, _ := t.nextVersion()
+		if _, err := t.Exec(`UPDATE members SET version = $1 WHERE conv_id = $2 AND max_seq IS NOT NULL`, v, conv); err != nil {
+			return err
+		}
 		return touchConversation(t, conv)
 	}))
 }

@@ -577,6 +577,15 @@ func TestRenameGroup(t *testing.T) {
 	if c := carol.conversation(t, g.ID); c.Name != "renamed by an admin" {
 		t.Errorf("carol's entry after the admin's rename: %q", c.Name)
 	}
+	// A former member keeps its entry, which shows the name: its sync
+	// gets the new one.
+	carol.post(t, convPath(g.ID, "leave"), nil).want(t, http.StatusNoContent)
+	left := carol.sequences(t)
+	rename(alice, "after carol").want(t, http.StatusOK)
+	if ch := carol.changes(t, left, 100); len(ch.Conversations) != 1 || ch.Conversations[0].Name != "after carol" || !ch.Conversations[0].Left {
+		t.Errorf("the former member's sync after a rename: %+v", ch.Conversations)
+	}
+	rename(carol, "not hers now").wantError(t, http.StatusForbidden, "not_member")
 	rename(eve, "not hers").wantError(t, http.StatusForbidden, "not_member")
 	rename(alice, "   ").wantError(t, http.StatusBadRequest, "bad_request")
 	rename(alice, strings.Repeat("n", 129)).wantError(t, http.StatusBadRequest, "bad_request")

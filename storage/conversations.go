@@ -200,7 +200,15 @@ func (db *DB) RenameGroup(ctx context.Context, conv, by, name string) error {
 		if _, err := t.ExecContext(t.ctx, `UPDATE conversations SET name = ? WHERE id = ?`, name, conv); err != nil {
 			return err
 		}
-		// The members' entries carry the name: a new version each.
+		// Every entry shows the name: the members' follow the
+		// conversation's version, former members' their own row's.
+		v, err := t.nextVersion()
+		if err != nil {
+			return err
+		}
+		if _, err := t.ExecContext(t.ctx, `UPDATE members SET version = ? WHERE conv_id = ? AND max_seq IS NOT NULL`, v, conv); err != nil {
+			return err
+		}
 		return touchConversation(t, conv)
 	})
 }
