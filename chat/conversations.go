@@ -24,14 +24,13 @@ func (s *Service) CreateDirect(ctx context.Context, me, peer string) (Conversati
 		return Conversation{}, false, err
 	}
 	pair := []string{me, peer}
-	known := s.knownContacts(ctx, pair[:1], pair)
 	id, created, err := s.store.CreateDirect(ctx, NewID(), me, peer)
 	if err != nil {
 		return Conversation{}, false, err
 	}
 	if created {
 		s.notifyEntries(ctx, id, pair)
-		s.introduce(ctx, id, pair, known)
+		s.introduce(ctx, id, pair)
 	}
 	c, err := s.Conversation(ctx, me, id)
 	return c, created, err
@@ -48,13 +47,12 @@ func (s *Service) CreateGroup(ctx context.Context, me, name string, members []st
 		return Conversation{}, err
 	}
 	id := NewID()
-	everyone := append([]string{me}, ids...)
-	known := s.knownContacts(ctx, everyone, everyone)
 	if err := s.store.CreateGroup(ctx, id, name, me, ids); err != nil {
 		return Conversation{}, err
 	}
+	everyone := append([]string{me}, ids...)
 	s.notifyEntries(ctx, id, everyone)
-	s.introduce(ctx, id, everyone, known)
+	s.introduce(ctx, id, everyone)
 	return s.Conversation(ctx, me, id)
 }
 
@@ -149,14 +147,13 @@ func (s *Service) AddMembers(ctx context.Context, me, conv string, users []strin
 	if err != nil {
 		return nil, err
 	}
-	known := s.knownContacts(ctx, ids, append(r.ids[:len(r.ids):len(r.ids)], ids...))
 	added, err := s.store.AddMembers(ctx, conv, ids)
 	s.membershipChanged(conv)
 	if err != nil {
 		return nil, err
 	}
 	s.notifyEntries(ctx, conv, added)
-	s.introduce(ctx, conv, added, known)
+	s.introduce(ctx, conv, added)
 	return added, nil
 }
 

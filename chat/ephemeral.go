@@ -71,12 +71,12 @@ func (s *Service) Typing(ctx context.Context, user, conv string) {
 
 // Contacts returns the users who share a conversation with user now.
 func (s *Service) Contacts(ctx context.Context, user string) ([]string, error) {
-	return s.store.Contacts(ctx, user)
+	return s.store.Contacts(ctx, user, "")
 }
 
 // Presence tells user's contacts that it came online or went offline.
 func (s *Service) Presence(ctx context.Context, user string, online bool) error {
-	to, err := s.store.Contacts(ctx, user)
+	to, err := s.store.Contacts(ctx, user, "")
 	if err != nil || len(to) == 0 {
 		return err
 	}
@@ -95,45 +95,13 @@ type onlineHook struct{ f atomic.Pointer[OnlineFunc] }
 // contacts hear of each other at once.
 func (s *Service) SetOnline(f OnlineFunc) { s.online.f.Store(&f) }
 
-// knownContacts returns, for each of users who is online, those of pool
-// it shares a conversation with now. Called before a change that makes
-// people contacts, it tells introduce which of them already hear of each
-// other's presence: a contact is told "online" once, not again for every
-// conversation the two come to share. Knowing is symmetric, so users need
-// hold one side of each pair; the sets hold pool members only.
-func (s *Service) knownContacts(ctx context.Context, users, pool []string) map[string]map[string]bool {
-	f := s.online.f.Load()
-	if f == nil || len(users) == 0 {
-		return nil
-	}
-	inPool := make(map[string]bool, len(pool))
-	for _, v := range pool {
-		inPool[v] = true
-	}
-	known := map[string]map[string]bool{}
-	for _, u := range (*f)(ctx, users) {
-		cs, err := s.store.Contacts(ctx, u)
-		if err != nil {
-			continue
-		}
-		set := map[string]bool{}
-		for _, c := range cs {
-			if inPool[c] {
-				set[c] = true
-			}
-		}
-		known[u] = set
-	}
-	return known
-}
-
 // introduce tells the members of conv who were just added and those who
 // were there which of each other are online. Presence otherwise reaches
 // only contacts when someone comes or goes, so two people online who
 // become contacts would see each other offline until one reconnects.
-// known is knownContacts of added before the change: pairs that were
-// contacts already are not told again.
-func (s *Service) introduce(ctx context.Context, conv string, added []string, known map[string]map[string]bool) {
+// Two who shared another conversation already were contacts, told when
+// each came online: they are not told again.
+func (s *Service) introduce(ctx context.Context, conv string, added []string) {
 	f := s.online.f.Load()
 	if f == nil || len(added) == 0 {
 		return
@@ -146,7 +114,24 @@ func (s *Service) introduce(ctx context.Context, conv string, added []string, kn
 	for _, u := range added {
 		fresh[u] = true
 	}
-	for _, u := range (*f)(ctx, r.ids) {
+	online := (*f)(ctx, r.ids)
+	// Whom each newcomer online knew from elsewhere (knowing is mutual; a
+	// newcomer offline is told nothing anyway).
+	known := map[string]map[string]bool{}
+	for _, u := range online {
+		if !fresh[u] {
+			continue
+		}
+		cs, err := s.store.Contacts(ctx, u, conv)
+		if err != nil {
+			continue
+		}
+		known[u] = make(map[string]bool, len(cs))
+		for _, c := range cs {
+			known[u][c] = true
+		}
+	}
+	for _, u := range online {
 		// A newcomer is news to everyone else; one who was there is news
 		// only to the newcomers.
 		pool := added

@@ -107,8 +107,9 @@ type ConversationStore interface {
 	ConversationsSince(ctx context.Context, user string, since int64, limit int) (Changes, error)
 	MaxVersion(ctx context.Context, user string) (int64, error)
 	// Contacts lists the users who are members of a conversation user is a
-	// member of (not user itself).
-	Contacts(ctx context.Context, user string) ([]string, error)
+	// member of (not user itself), leaving out conversation except ("" for
+	// none): who knew user before it came to share except with them.
+	Contacts(ctx context.Context, user, except string) ([]string, error)
 }
 
 // MessageStore holds messages.

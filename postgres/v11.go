@@ -8,10 +8,10 @@ import (
 
 // Contacts implements chat.ConversationStore: typing and presence go to
 // the user's current fellow members.
-func (db *DB) Contacts(ctx context.Context, user string) ([]string, error) {
+func (db *DB) Contacts(ctx context.Context, user, except string) ([]string, error) {
 	rows, err := db.pool.Query(ctx, `SELECT DISTINCT o.user_id FROM members m
 		JOIN members o ON o.conv_id = m.conv_id AND o.max_seq IS NULL AND o.user_id <> m.user_id
-		WHERE m.user_id = $1 AND m.max_seq IS NULL`, user)
+		WHERE m.user_id = $1 AND m.max_seq IS NULL AND m.conv_id <> $2`, user, except)
 	if err != nil {
 		return nil, wrap(err)
 	}

@@ -475,10 +475,10 @@ func maxVersion(ctx context.Context, q queryRower, user string) (int64, error) {
 }
 
 // Contacts implements chat.ConversationStore.
-func (db *DB) Contacts(ctx context.Context, user string) ([]string, error) {
+func (db *DB) Contacts(ctx context.Context, user, except string) ([]string, error) {
 	rows, err := db.readers.QueryContext(ctx, `SELECT DISTINCT o.user_id FROM members m
 		JOIN members o ON o.conv_id = m.conv_id AND o.max_seq IS NULL AND o.user_id <> m.user_id
-		WHERE m.user_id = ? AND m.max_seq IS NULL`, user)
+		WHERE m.user_id = ? AND m.max_seq IS NULL AND m.conv_id <> ?`, user, except)
 	if err != nil {
 		return nil, err
 	}
