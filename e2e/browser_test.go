@@ -45,6 +45,14 @@ func newPerson(t *testing.T, srv *server, name string) *tab {
 	return openTab(t, srv, name, ctx)
 }
 
+// newUser is newPerson registered as username, with a display name.
+func newUser(t *testing.T, srv *server, username, display string) *tab {
+	t.Helper()
+	p := newPerson(t, srv, username)
+	p.register(username, display)
+	return p
+}
+
 // sibling opens another tab of the same person.
 func (b *tab) sibling(name string) *tab {
 	b.t.Helper()

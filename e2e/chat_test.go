@@ -15,10 +15,8 @@ import (
 // person that follows what the first one reads.
 func TestDirectConversation(t *testing.T) {
 	srv := startServer(t, "")
-	alice := newPerson(t, srv, "alice")
-	alice.register("alice", "Alice Archer")
-	bob := newPerson(t, srv, "bob")
-	bob.register("bob", "Bob Baker")
+	alice := newUser(t, srv, "alice", "Alice Archer")
+	bob := newUser(t, srv, "bob", "Bob Baker")
 
 	alice.click("#new-direct")
 	alice.pickUser("#direct-search", "bob")
@@ -109,12 +107,9 @@ func TestDirectConversation(t *testing.T) {
 // only the later ones; receipts count readers; a kicked member sees no more.
 func TestGroupWithLateMember(t *testing.T) {
 	srv := startServer(t, "")
-	alice := newPerson(t, srv, "alice")
-	alice.register("alice", "Alice Archer")
-	bob := newPerson(t, srv, "bob")
-	bob.register("bob", "Bob Baker")
-	carol := newPerson(t, srv, "carol")
-	carol.register("carol", "Carol Chen")
+	alice := newUser(t, srv, "alice", "Alice Archer")
+	bob := newUser(t, srv, "bob", "Bob Baker")
+	carol := newUser(t, srv, "carol", "Carol Chen")
 
 	alice.newGroup("Launch", "bob")
 	alice.send("before carol 1")
@@ -202,10 +197,8 @@ func TestGroupWithLateMember(t *testing.T) {
 // page; far-back unread messages are one jump away.
 func TestReloadPagingAndUnreadJump(t *testing.T) {
 	srv := startServer(t, "")
-	alice := newPerson(t, srv, "alice")
-	alice.register("alice", "Alice Archer")
-	bob := newPerson(t, srv, "bob")
-	bob.register("bob", "Bob Baker")
+	alice := newUser(t, srv, "alice", "Alice Archer")
+	bob := newUser(t, srv, "bob", "Bob Baker")
 	alice.click("#new-direct")
 	alice.pickUser("#direct-search", "bob")
 	alice.waitFor("the conversation", `document.querySelector('#chat-title')?.textContent === 'Bob Baker'`)
@@ -266,10 +259,8 @@ func TestReloadPagingAndUnreadJump(t *testing.T) {
 // missing, nothing twice; what it tried to send meanwhile goes out once.
 func TestOfflineTabCatchesUp(t *testing.T) {
 	srv := startServer(t, "")
-	alice := newPerson(t, srv, "alice")
-	alice.register("alice", "Alice Archer")
-	bob := newPerson(t, srv, "bob")
-	bob.register("bob", "Bob Baker")
+	alice := newUser(t, srv, "alice", "Alice Archer")
+	bob := newUser(t, srv, "bob", "Bob Baker")
 	alice.click("#new-direct")
 	alice.pickUser("#direct-search", "bob")
 	alice.waitFor("the conversation", `document.querySelector('#chat-title')?.textContent === 'Bob Baker'`)
@@ -356,10 +347,8 @@ func TestOfflineTabCatchesUp(t *testing.T) {
 // renders every message.
 func TestStormBanner(t *testing.T) {
 	srv := startServer(t, "storm: {window: 2s, threshold: 20, lower_mark: 5, flush_interval: 200ms}\n")
-	alice := newPerson(t, srv, "alice")
-	alice.register("alice", "Alice Archer")
-	bob := newPerson(t, srv, "bob")
-	bob.register("bob", "Bob Baker")
+	alice := newUser(t, srv, "alice", "Alice Archer")
+	bob := newUser(t, srv, "bob", "Bob Baker")
 	alice.newGroup("Busy", "bob")
 	conv := alice.evalString(`decodeURIComponent(location.hash.slice(4))`)
 	alice.send("calm before")
@@ -381,8 +370,7 @@ func TestStormBanner(t *testing.T) {
 // the tab back to the login screen.
 func TestLogoutAndRevokedToken(t *testing.T) {
 	srv := startServer(t, "")
-	alice := newPerson(t, srv, "alice")
-	alice.register("alice", "Alice Archer")
+	alice := newUser(t, srv, "alice", "Alice Archer")
 	alice2 := alice.sibling("alice-2")
 	alice2.do(chromedp.Navigate(srv.URL + "/"))
 	alice2.waitOnline()

@@ -21,10 +21,8 @@ import (
 // that open the full image; a non-member's request for the file gets 404.
 func TestFileAttachments(t *testing.T) {
 	srv := startServer(t, "")
-	alice := newPerson(t, srv, "alice")
-	alice.register("alice", "Alice Archer")
-	bob := newPerson(t, srv, "bob")
-	bob.register("bob", "Bob Baker")
+	alice := newUser(t, srv, "alice", "Alice Archer")
+	bob := newUser(t, srv, "bob", "Bob Baker")
 	carol := newPerson(t, srv, "carol")
 	carol.register("carol", "")
 

@@ -67,8 +67,7 @@ func (s *server) directWith(t *testing.T, token, peerToken string) string {
 
 func TestNotificationsPromptAndHiddenTab(t *testing.T) {
 	srv := startServer(t, "")
-	alice := newPerson(t, srv, "alice")
-	alice.register("alice", "Alice Archer")
+	alice := newUser(t, srv, "alice", "Alice Archer")
 	bob := newPerson(t, srv, "bob")
 	bob.grantNotifications()
 	bob.register("bob", "Bob Baker")
@@ -109,8 +108,7 @@ func TestNotificationsPromptAndHiddenTab(t *testing.T) {
 
 func TestMuteConversation(t *testing.T) {
 	srv := startServer(t, "")
-	alice := newPerson(t, srv, "alice")
-	alice.register("alice", "Alice Archer")
+	alice := newUser(t, srv, "alice", "Alice Archer")
 	bob := newPerson(t, srv, "bob")
 	bob.grantNotifications()
 	bob.register("bob", "Bob Baker")
@@ -222,10 +220,8 @@ func TestInviteJoinPage(t *testing.T) {
 
 func TestAdminDisablesUser(t *testing.T) {
 	srv := startServer(t, "auth:\n  admins: [root]\n")
-	root := newPerson(t, srv, "root")
-	root.register("root", "Root Admin")
-	bob := newPerson(t, srv, "bob")
-	bob.register("bob", "Bob Baker")
+	root := newUser(t, srv, "root", "Root Admin")
+	bob := newUser(t, srv, "bob", "Bob Baker")
 	bob.waitOnline()
 
 	root.waitFor("the admin button", `document.querySelector('#admin-btn')?.hidden === false`)

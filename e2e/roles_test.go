@@ -6,12 +6,9 @@ import "testing"
 // members; then hands the group over, and is an admin after.
 func TestGroupRoles(t *testing.T) {
 	srv := startServer(t, "")
-	alice := newPerson(t, srv, "alice")
-	alice.register("alice", "Alice Archer")
-	bob := newPerson(t, srv, "bob")
-	bob.register("bob", "Bob Baker")
-	carol := newPerson(t, srv, "carol")
-	carol.register("carol", "Carol Chen")
+	alice := newUser(t, srv, "alice", "Alice Archer")
+	bob := newUser(t, srv, "bob", "Bob Baker")
+	carol := newUser(t, srv, "carol", "Carol Chen")
 
 	alice.newGroup("Crew", "bob")
 	alice.click("#details-btn")
@@ -62,10 +59,8 @@ func TestGroupRoles(t *testing.T) {
 // conversation follow at once; a plain member has no rename form.
 func TestRenameGroup(t *testing.T) {
 	srv := startServer(t, "")
-	alice := newPerson(t, srv, "alice")
-	alice.register("alice", "Alice Archer")
-	bob := newPerson(t, srv, "bob")
-	bob.register("bob", "Bob Baker")
+	alice := newUser(t, srv, "alice", "Alice Archer")
+	bob := newUser(t, srv, "bob", "Bob Baker")
 
 	alice.newGroup("Crew", "bob")
 	alice.send("before the new name")

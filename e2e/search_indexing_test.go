@@ -14,8 +14,7 @@ import (
 // goes and the older messages are found.
 func TestSearchIndexingShown(t *testing.T) {
 	srv := startServer(t, "")
-	alice := newPerson(t, srv, "alice")
-	alice.register("alice", "Alice Archer")
+	alice := newUser(t, srv, "alice", "Alice Archer")
 	var grp struct {
 		Conversation struct {
 			ID string `json:"id"`

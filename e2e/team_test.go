@@ -22,10 +22,8 @@ func TestTeamwork(t *testing.T) {
 	// hundred messages here should not start it (0 turns it off). A short
 	// presence grace keeps the offline wait short.
 	srv := startServer(t, "storm: {threshold: 0}\nwebsocket: {presence_grace: 1s}\n")
-	alice := newPerson(t, srv, "alice")
-	alice.register("alice", "Alice Archer")
-	bob := newPerson(t, srv, "bob")
-	bob.register("bob", "Bob Baker")
+	alice := newUser(t, srv, "alice", "Alice Archer")
+	bob := newUser(t, srv, "bob", "Bob Baker")
 
 	// A direct conversation (for presence) and a group (for the rest).
 	bob.click("#new-direct")
