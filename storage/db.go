@@ -162,7 +162,16 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	// middle of transactions and reread index pages from the file.
 	// secure_delete zeroes what a delete or an overwrite frees, so that an
 	// erased message body is gone from the file, not just unlinked.
-	w, err := sql.Open("sqlite", dsn("&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=cache_size(-"+strconv.Itoa(opts.CacheKiB)+")&_pragma=secure_delete(1)"))
+	writerDSN := dsn("&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=cache_size(-" + strconv.Itoa(opts.CacheKiB) + ")&_pragma=secure_delete(1)")
+	if opts.Synchronous != "NORMAL" && !opts.PipelinedSync {
+		// Every commit syncs the WAL: its frames may be gathered and
+		// written with one call (walbuf.go).
+		if err := registerWalBuf(); err != nil {
+			return nil, err
+		}
+		writerDSN += "&vfs=" + walBufVFS
+	}
+	w, err := sql.Open("sqlite", writerDSN)
 	if err != nil {
 		return nil, err
 	}
