@@ -27,6 +27,14 @@ import (
 // the plain VFS then. What the buffer holds is byte for byte what the file
 // would hold without it; a crash loses it as it loses an unsynced write,
 // and nothing in it was acknowledged.
+//
+// A transaction that spilled pages to the WAL and then rolled back leaves
+// its frames in the buffer, beyond the WAL's committed end. Written out
+// later, they would land on the frames another connection or process
+// committed at those offsets meanwhile. So the database file is wrapped
+// too: when its connection gives up the WAL's write lock (xShmLock, after
+// a commit's sync or a rollback), whatever that connection's WAL still
+// holds was never committed and is dropped.
 const walBufVFS = "imserver-walbuf"
 
 // walBufCap bounds the gathered bytes; a larger batch is written in
@@ -38,7 +46,8 @@ const walBufCap = 4 << 20
 const walWriteMax = 0x1ffff &^ 0xfff
 
 // walFile is the state kept, in SQLite's own memory, right after the unix
-// VFS's file object of a WAL opened through walBufVFS.
+// VFS's file object of a file opened through walBufVFS and wrapped: a WAL
+// (all fields) or a database file (methods only).
 type walFile struct {
 	methods    uintptr // the unix VFS's io methods of this file
 	buf        uintptr // walBufCap bytes, allocated at the first write
@@ -52,10 +61,16 @@ var (
 	// objects: walFile lies that far into ours.
 	walBufBase  uintptr
 	walBufExtra int64
+	walBufMu    sync.Mutex
 	// walBufMethods are walBufVFS's io methods by the unix ones they wrap
-	// (the unix VFS has several tables, one per locking style).
-	walBufMu      sync.Mutex
-	walBufMethods = map[uintptr]uintptr{}
+	// (the unix VFS has several tables, one per locking style), for WALs
+	// and for database files.
+	walBufMethods = map[[2]uintptr]uintptr{}
+	// The open files, by name: the WALs, and the WAL's name of each
+	// database file. Only the writer's connection opens files through
+	// walBufVFS, but tests open two stores on one file.
+	walBufWALs  = map[string]map[uintptr]struct{}{}
+	walBufNames = map[uintptr]string{}
 )
 
 // registerWalBuf registers walBufVFS with SQLite, once per process.
@@ -112,24 +127,53 @@ func walBufOpen(tls *libc.TLS, _ uintptr, zName, f uintptr, flags int32, pOutFla
 	base := (*sqlite3.Tsqlite3_vfs)(cptr(walBufBase))
 	rc := (*(*func(*libc.TLS, uintptr, uintptr, uintptr, int32, uintptr) int32)(unsafe.Pointer(&struct{ uintptr }{base.FxOpen})))(tls, walBufBase, zName, f, flags, pOutFlags)
 	pm := (*sqlite3.Tsqlite3_file)(cptr(f)).FpMethods
-	if rc != sqlite3.SQLITE_OK || flags&sqlite3.SQLITE_OPEN_WAL == 0 || pm == 0 {
-		return rc // the database file and the others keep the unix methods
+	wal := flags&sqlite3.SQLITE_OPEN_WAL != 0
+	if rc != sqlite3.SQLITE_OK || pm == 0 || zName == 0 || !wal && flags&sqlite3.SQLITE_OPEN_MAIN_DB == 0 {
+		return rc // journals and temporary files keep the unix methods
 	}
-	ours, err := walBufTable(tls, pm)
+	m := (*sqlite3.Tsqlite3_io_methods)(cptr(pm))
+	if wal && m.FxDeviceCharacteristics != 0 &&
+		(*(*func(*libc.TLS, uintptr) int32)(unsafe.Pointer(&struct{ uintptr }{m.FxDeviceCharacteristics})))(tls, f)&sqlite3.SQLITE_IOCAP_POWERSAFE_OVERWRITE == 0 {
+		// Without powersafe overwrite SQLite pads a commit to a sector
+		// and writes part of the padding after its sync: a commit would
+		// become visible with bytes still gathered.
+		return rc
+	}
+	if !wal && m.FiVersion < 2 {
+		return rc // no shared-memory locks to follow
+	}
+	ours, err := walBufTable(tls, pm, wal)
 	if err != nil {
 		return sqlite3.SQLITE_NOMEM
 	}
 	*walState(f) = walFile{methods: pm}
 	(*sqlite3.Tsqlite3_file)(cptr(f)).FpMethods = ours
+	name := libc.GoString(zName)
+	walBufMu.Lock()
+	if wal {
+		if walBufWALs[name] == nil {
+			walBufWALs[name] = map[uintptr]struct{}{}
+		}
+		walBufWALs[name][f] = struct{}{}
+		walBufNames[f] = name
+	} else {
+		walBufNames[f] = name + "-wal"
+	}
+	walBufMu.Unlock()
 	return sqlite3.SQLITE_OK
 }
 
-// walBufTable returns the io methods that wrap pm: pm's own, but for the
-// calls that write, read, size, sync or close the file.
-func walBufTable(tls *libc.TLS, pm uintptr) (uintptr, error) {
+// walBufTable returns the io methods that wrap pm: for a WAL, pm's own but
+// for the calls that write, read, size, sync or close the file; for a
+// database file, pm's own but for the shared-memory lock and close.
+func walBufTable(tls *libc.TLS, pm uintptr, wal bool) (uintptr, error) {
+	key := [2]uintptr{pm, 0}
+	if wal {
+		key[1] = 1
+	}
 	walBufMu.Lock()
 	defer walBufMu.Unlock()
-	if t, ok := walBufMethods[pm]; ok {
+	if t, ok := walBufMethods[key]; ok {
 		return t, nil
 	}
 	t, err := cAlloc(tls, int(unsafe.Sizeof(sqlite3.Tsqlite3_io_methods{})))
@@ -138,14 +182,51 @@ func walBufTable(tls *libc.TLS, pm uintptr) (uintptr, error) {
 	}
 	m := (*sqlite3.Tsqlite3_io_methods)(cptr(t))
 	*m = *(*sqlite3.Tsqlite3_io_methods)(cptr(pm))
-	*(*func(*libc.TLS, uintptr) int32)(unsafe.Pointer(&m.FxClose)) = walBufClose
-	*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&m.FxRead)) = walBufRead
-	*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&m.FxWrite)) = walBufWrite
-	*(*func(*libc.TLS, uintptr, int64) int32)(unsafe.Pointer(&m.FxTruncate)) = walBufTruncate
-	*(*func(*libc.TLS, uintptr, int32) int32)(unsafe.Pointer(&m.FxSync)) = walBufSync
-	*(*func(*libc.TLS, uintptr, uintptr) int32)(unsafe.Pointer(&m.FxFileSize)) = walBufFileSize
-	walBufMethods[pm] = t
+	if wal {
+		*(*func(*libc.TLS, uintptr) int32)(unsafe.Pointer(&m.FxClose)) = walBufClose
+		*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&m.FxRead)) = walBufRead
+		*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&m.FxWrite)) = walBufWrite
+		*(*func(*libc.TLS, uintptr, int64) int32)(unsafe.Pointer(&m.FxTruncate)) = walBufTruncate
+		*(*func(*libc.TLS, uintptr, int32) int32)(unsafe.Pointer(&m.FxSync)) = walBufSync
+		*(*func(*libc.TLS, uintptr, uintptr) int32)(unsafe.Pointer(&m.FxFileSize)) = walBufFileSize
+	} else {
+		*(*func(*libc.TLS, uintptr) int32)(unsafe.Pointer(&m.FxClose)) = walBufDBClose
+		*(*func(*libc.TLS, uintptr, int32, int32, int32) int32)(unsafe.Pointer(&m.FxShmLock)) = walBufShmLock
+	}
+	walBufMethods[key] = t
 	return t, nil
+}
+
+// walWriteLock is the WAL's write lock among the shared-memory locks
+// (SQLite's WAL_WRITE_LOCK).
+const walWriteLock = 0
+
+// walBufShmLock follows the database file's shared-memory locks: when the
+// connection releases the WAL's write lock, its transaction has ended,
+// and what its WAL still gathers was never committed (a commit's sync
+// wrote everything out): it is dropped.
+func walBufShmLock(tls *libc.TLS, f uintptr, ofst, n, flags int32) int32 {
+	rc := (*(*func(*libc.TLS, uintptr, int32, int32, int32) int32)(unsafe.Pointer(&struct{ uintptr }{walState(f).base().FxShmLock})))(tls, f, ofst, n, flags)
+	if flags == sqlite3.SQLITE_SHM_UNLOCK|sqlite3.SQLITE_SHM_EXCLUSIVE && ofst <= walWriteLock && walWriteLock < ofst+n {
+		walBufMu.Lock()
+		// Every WAL of that name: at most one connection holds the
+		// write lock, so no other one gathers anything but the leftovers
+		// of its own rollback, which went at its own release.
+		for w := range walBufWALs[walBufNames[f]] {
+			if s := walState(w); s.end != s.start {
+				s.start, s.end = 0, 0
+			}
+		}
+		walBufMu.Unlock()
+	}
+	return rc
+}
+
+func walBufDBClose(tls *libc.TLS, f uintptr) int32 {
+	walBufMu.Lock()
+	delete(walBufNames, f)
+	walBufMu.Unlock()
+	return (*(*func(*libc.TLS, uintptr) int32)(unsafe.Pointer(&struct{ uintptr }{walState(f).base().FxClose})))(tls, f)
 }
 
 func (w *walFile) base() *sqlite3.Tsqlite3_io_methods {
@@ -154,17 +235,20 @@ func (w *walFile) base() *sqlite3.Tsqlite3_io_methods {
 
 // flush writes the gathered bytes to the file, in pieces of
 // walWriteMax: the unix VFS writes at most 128 KiB - 1 bytes per call and
-// takes a call that writes nothing for a full disk.
+// takes a call that writes nothing for a full disk. After a failure what
+// was not written stays gathered: SQLite was told those writes succeeded.
 func (w *walFile) flush(tls *libc.TLS, f uintptr) int32 {
-	start, end := w.start, w.end
-	w.start, w.end = 0, 0
-	for off := start; off < end; {
-		n := min(end-off, walWriteMax)
-		if rc := baseWrite(w.base().FxWrite, tls, f, w.buf+uintptr(off-start), int32(n), off); rc != sqlite3.SQLITE_OK {
+	for done := int64(0); w.start+done < w.end; {
+		n := min(w.end-w.start-done, walWriteMax)
+		if rc := baseWrite(w.base().FxWrite, tls, f, w.buf+uintptr(done), int32(n), w.start+done); rc != sqlite3.SQLITE_OK {
+			buf := unsafe.Slice((*byte)(cptr(w.buf)), walBufCap)
+			copy(buf, buf[done:w.end-w.start])
+			w.start += done
 			return rc
 		}
-		off += n
+		done += n
 	}
+	w.start, w.end = 0, 0
 	return sqlite3.SQLITE_OK
 }
 
@@ -236,6 +320,14 @@ func walBufFileSize(tls *libc.TLS, f, pSize uintptr) int32 {
 }
 
 func walBufClose(tls *libc.TLS, f uintptr) int32 {
+	walBufMu.Lock()
+	name := walBufNames[f]
+	delete(walBufWALs[name], f)
+	if len(walBufWALs[name]) == 0 {
+		delete(walBufWALs, name)
+	}
+	delete(walBufNames, f)
+	walBufMu.Unlock()
 	w := walState(f)
 	rc := w.flush(tls, f)
 	if w.buf != 0 {

@@ -2,16 +2,22 @@ package storage
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/imserver/imserver/chat"
+	"modernc.org/libc"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // writeCalls is the process's count of write system calls so far
@@ -162,4 +168,178 @@ func TestWALBufSpills(t *testing.T) {
 	defer db2.Close()
 	appendMany(t, db2, convs, "again", 20, "x") // the writer works on the reopened file
 	check(db2, 32)
+}
+
+// TestWALBufSharedFile: two connections on one file through walBufVFS
+// (as two processes' writers are), the first running a transaction that
+// spills frames to the WAL and then rolls back, the second committing at
+// the offsets those frames took, then the first committing again. The
+// rolled-back frames must never reach the file over the second one's.
+func TestWALBufSharedFile(t *testing.T) {
+	ctx := context.Background()
+	if err := registerWalBuf(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "shared.db")
+	open := func(cacheKiB int) *sql.DB {
+		db, err := sql.Open("sqlite", "file:"+path+"?vfs="+walBufVFS+"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)"+
+			"&_pragma=wal_autocheckpoint(0)&_pragma=cache_size(-"+strconv.Itoa(cacheKiB)+")")
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.SetMaxOpenConns(1)
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	a, b := open(64), open(16384)
+	if _, err := a.ExecContext(ctx, `CREATE TABLE t (name TEXT PRIMARY KEY, value TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(db *sql.DB, prefix string, n int, commit bool) {
+		t.Helper()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			name := fmt.Sprint(prefix, i)
+			if _, err := tx.ExecContext(ctx, `INSERT INTO t (name, value) VALUES (?, ?)`, name, name+pageBody); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if commit {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 3 {
+		insert(a, fmt.Sprint("rolled-back-", round, "-"), 60, false)
+		insert(b, fmt.Sprint("b", round, "-"), 20, true)
+		insert(a, fmt.Sprint("a", round, "-"), 5, true)
+	}
+	a.Close()
+	b.Close()
+	fresh := open(16384)
+	var check string
+	if err := fresh.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Fatalf("integrity_check: %q %v", check, err)
+	}
+	for _, c := range []struct {
+		like string
+		want int
+	}{{"rolled-back-%", 0}, {"b_-%", 60}, {"a_-%", 15}} {
+		rows, err := fresh.QueryContext(ctx, `SELECT name, value FROM t WHERE name LIKE ?`, c.like)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for rows.Next() {
+			var name, value string
+			if err := rows.Scan(&name, &value); err != nil {
+				t.Fatal(err)
+			}
+			if value != name+pageBody {
+				t.Fatalf("%s holds %.40q…", name, value)
+			}
+			n++
+		}
+		rows.Close()
+		if n != c.want {
+			t.Fatalf("%d rows like %q, want %d", n, c.like, c.want)
+		}
+	}
+}
+
+// fakeWAL is the file behind TestWALBufFlushFails: the bytes written, the
+// write calls made, and the call that fails (0 for none).
+var fakeWAL struct {
+	data          []byte
+	calls, failAt int
+}
+
+func fakeWALWrite(_ *libc.TLS, _, buf uintptr, n int32, off int64) int32 {
+	fakeWAL.calls++
+	if fakeWAL.calls == fakeWAL.failAt {
+		return sqlite3.SQLITE_FULL
+	}
+	if need := int(off) + int(n); need > len(fakeWAL.data) {
+		fakeWAL.data = append(fakeWAL.data, make([]byte, need-len(fakeWAL.data))...)
+	}
+	copy(fakeWAL.data[off:], unsafe.Slice((*byte)(cptr(buf)), n))
+	return sqlite3.SQLITE_OK
+}
+
+// TestWALBufFlushFails: frames are gathered without a write call; a flush
+// that fails midway (a full disk) keeps what it did not write, and the
+// next flush writes exactly the bytes SQLite was told were written.
+func TestWALBufFlushFails(t *testing.T) {
+	if err := registerWalBuf(); err != nil {
+		t.Fatal(err)
+	}
+	tls := libc.NewTLS()
+	defer tls.Close()
+	methods, err := cAlloc(tls, int(unsafe.Sizeof(sqlite3.Tsqlite3_io_methods{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer libc.Xfree(tls, methods)
+	*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&(*sqlite3.Tsqlite3_io_methods)(cptr(methods)).FxWrite)) = fakeWALWrite
+	f, err := cAlloc(tls, int(walBufExtra)+int(unsafe.Sizeof(walFile{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer libc.Xfree(tls, f)
+	w := walState(f)
+	*w = walFile{methods: methods}
+	defer func() {
+		if w.buf != 0 {
+			libc.Xfree(tls, w.buf)
+		}
+	}()
+	const frame = 24 + 4096
+	src, err := cAlloc(tls, frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer libc.Xfree(tls, src)
+	frameBytes := unsafe.Slice((*byte)(cptr(src)), frame)
+	want := make([]byte, 32)
+	for i := range 100 { // about 400 KiB: four pieces of walWriteMax
+		for k := range frameBytes {
+			frameBytes[k] = byte(i + k)
+		}
+		// A header and its page, as SQLite writes them.
+		off := int64(32 + i*frame)
+		if rc := walBufWrite(tls, f, src, 24, off); rc != sqlite3.SQLITE_OK {
+			t.Fatalf("write: %d", rc)
+		}
+		if rc := walBufWrite(tls, f, src+24, frame-24, off+24); rc != sqlite3.SQLITE_OK {
+			t.Fatalf("write: %d", rc)
+		}
+		want = append(want, frameBytes...)
+	}
+	if fakeWAL.calls != 0 {
+		t.Fatalf("%d write calls before the sync: nothing was gathered", fakeWAL.calls)
+	}
+	fakeWAL.failAt = 2
+	if rc := w.flush(tls, f); rc != sqlite3.SQLITE_FULL {
+		t.Fatalf("flush with a full disk: %d, want SQLITE_FULL", rc)
+	}
+	if w.start != 32+walWriteMax || w.end != int64(len(want)) {
+		t.Fatalf("after the failure [%d, %d) is kept, want [%d, %d)", w.start, w.end, 32+walWriteMax, len(want))
+	}
+	fakeWAL.failAt = 0
+	if rc := w.flush(tls, f); rc != sqlite3.SQLITE_OK {
+		t.Fatalf("flush: %d", rc)
+	}
+	if !bytes.Equal(fakeWAL.data[32:], want[32:]) {
+		t.Fatal("the file does not hold the bytes written")
+	}
+	if w.start != w.end {
+		t.Fatalf("[%d, %d) still gathered after the flush", w.start, w.end)
+	}
 }
