@@ -92,7 +92,7 @@ func BenchmarkAppendInteractive(b *testing.B) {
 			var wg sync.WaitGroup
 			b.ResetTimer()
 			cpu0 := cpuTime()
-			commits0, pages0 := db.w.commits.Load(), db.w.walPages.Load()
+			commits0, pages0, calls0 := db.w.commits.Load(), db.w.walPages.Load(), writeCalls(b)
 			for s := range senders {
 				n := b.N / senders
 				if s < b.N%senders {
@@ -112,10 +112,11 @@ func BenchmarkAppendInteractive(b *testing.B) {
 			}
 			wg.Wait()
 			b.StopTimer()
-			commits, pages := db.w.commits.Load()-commits0, db.w.walPages.Load()-pages0
+			commits, pages, calls := db.w.commits.Load()-commits0, db.w.walPages.Load()-pages0, writeCalls(b)-calls0
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/msg")
 			b.ReportMetric(float64(pages)/float64(b.N), "pages/msg")
+			b.ReportMetric(float64(calls)/float64(b.N), "writes/msg")
 			b.ReportMetric(float64(b.N)/float64(max(1, commits)), "msgs/commit")
 		})
 	}
@@ -156,7 +157,7 @@ func benchTeamMix(b *testing.B, team bool) {
 	b.SetParallelism(256)
 	b.ResetTimer()
 	cpu0 := cpuTime()
-	pages0 := db.w.walPages.Load()
+	pages0, calls0 := db.w.walPages.Load(), writeCalls(b)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := n.Add(1)
@@ -185,4 +186,5 @@ func benchTeamMix(b *testing.B, team bool) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/msg")
 	b.ReportMetric(float64(db.w.walPages.Load()-pages0)/float64(b.N), "pages/msg")
+	b.ReportMetric(float64(writeCalls(b)-calls0)/float64(b.N), "writes/msg")
 }

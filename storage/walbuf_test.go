@@ -22,7 +22,7 @@ import (
 
 // writeCalls is the process's count of write system calls so far
 // (/proc/self/io syscw).
-func writeCalls(t *testing.T) int64 {
+func writeCalls(t testing.TB) int64 {
 	t.Helper()
 	f, err := os.Open("/proc/self/io")
 	if err != nil {
