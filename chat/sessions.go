@@ -276,6 +276,10 @@ func (s *Service) EndOtherSessions(ctx context.Context, me, token string) ([][]b
 // returns their token hashes. Wrong old passwords are limited per user as
 // failed logins are, so that a stolen token cannot guess the password.
 func (s *Service) ChangePassword(ctx context.Context, me User, token, oldPassword, newPassword string) ([][]byte, error) {
+	if oldPassword == "" || newPassword == "" {
+		// A malformed request, not a guess: it is not counted as one.
+		return nil, Errorf(EBadRequest, "old_password and new_password are required")
+	}
 	now := time.Now()
 	if wait, blocked := s.pwFailures.blocked(me.ID, now); blocked {
 		return nil, rateLimited("too many wrong passwords", wait)

@@ -345,6 +345,13 @@ func TestHostilePasswordChange(t *testing.T) {
 	other := alice.login(t, "Other/1.0")
 	ws := other.dial(t, "other-ws")
 	wrong := map[string]string{"old_password": "not it at all", "new_password": "a brand new password"}
+	// A request without the old password is malformed, not a wrong guess:
+	// 400, and as many as the limit of wrong ones do not block the user.
+	for range 3 {
+		alice.post(t, "/api/v1/auth/password", map[string]string{"new_password": "a brand new password"}).
+			wantError(t, http.StatusBadRequest, chat.EBadRequest)
+		alice.post(t, "/api/v1/auth/password", map[string]string{}).wantError(t, http.StatusBadRequest, chat.EBadRequest)
+	}
 	alice.post(t, "/api/v1/auth/password", wrong).wantError(t, http.StatusForbidden, chat.EForbidden)
 	alice.post(t, "/api/v1/auth/password", map[string]string{"old_password": "password-alice", "new_password": "short"}).
 		wantError(t, http.StatusBadRequest, chat.EBadRequest)
