@@ -1,7 +1,9 @@
 package chat
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -252,6 +254,8 @@ func (s *Service) Sessions(ctx context.Context, me, token string) ([]Session, er
 			live = append(live, list[i])
 		}
 	}
+	// The store orders by the uses it holds; the ones in memory are newer.
+	slices.SortStableFunc(live, func(a, b Session) int { return cmp.Compare(b.LastUsedAt, a.LastUsedAt) })
 	return live, nil
 }
 

@@ -314,6 +314,17 @@ func TestHostileSessions(t *testing.T) {
 	alice.del(t, "/api/v1/sessions/"+chat.NewID()).wantError(t, http.StatusNotFound, chat.ENotFound)
 	alice.del(t, "/api/v1/sessions/"+laptop.Token).wantError(t, http.StatusNotFound, chat.ENotFound)
 	laptop.get(t, "/api/v1/me").want(t, http.StatusOK)
+	// Most recently used first, by the times listed: the laptop's use
+	// just now (kept in memory until the next flush) puts it before the
+	// phone, which logged in after it; the caller's own listing is newest.
+	time.Sleep(5 * time.Millisecond)
+	phone.get(t, "/api/v1/me").want(t, http.StatusOK)
+	time.Sleep(5 * time.Millisecond)
+	laptop.get(t, "/api/v1/me").want(t, http.StatusOK)
+	if l := alice.sessions(t); len(l) != 3 || l[0].ID != current || l[1].ID != laptopID || l[2].ID != phoneID ||
+		l[0].LastUsedAt < l[1].LastUsedAt || l[1].LastUsedAt < l[2].LastUsedAt {
+		t.Fatalf("sessions not most recently used first: %+v", l)
+	}
 	alice.del(t, "/api/v1/sessions").wantError(t, http.StatusBadRequest, chat.EBadRequest)
 
 	alice.del(t, "/api/v1/sessions/"+laptopID).want(t, http.StatusNoContent)
