@@ -331,6 +331,22 @@ func (s *Service) NewTicket(ctx context.Context, me, token string) (string, int6
 	return t, exp, nil
 }
 
+// CheckTicket returns the user and session a ticket would open, without
+// spending it (the socket may yet be refused); a used, expired or unknown
+// ticket is EUnauthorized.
+func (s *Service) CheckTicket(ctx context.Context, ticket string) (User, Session, error) {
+	if ticket == "" {
+		return User{}, Session{}, Errorf(EUnauthorized, "missing ticket")
+	}
+	tokenHash, err := s.store.TicketToken(ctx, TokenHash(ticket), time.Now().UnixMilli())
+	if ErrorCode(err) == ENotFound {
+		return User{}, Session{}, Errorf(EUnauthorized, "invalid, used or expired ticket")
+	} else if err != nil {
+		return User{}, Session{}, err
+	}
+	return s.authorize(ctx, tokenHash)
+}
+
 // UseTicket spends a ticket and returns the user and session it opens; a
 // used, expired or unknown ticket is EUnauthorized.
 func (s *Service) UseTicket(ctx context.Context, ticket string) (User, Session, error) {

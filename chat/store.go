@@ -59,6 +59,9 @@ type UserStore interface {
 	// conditional write (one use holds under races), and returns the
 	// token hash it was issued for; ENotFound otherwise.
 	UseTicket(ctx context.Context, hash []byte, now int64) ([]byte, error)
+	// TicketToken returns the token hash of an unused ticket not expired
+	// at now, without using it; ENotFound otherwise.
+	TicketToken(ctx context.Context, hash []byte, now int64) ([]byte, error)
 
 	// WriteHealth is nil while writes succeed, and the EUnavailable error
 	// writes are answered with while they fail (disk full, read-only, I/O).

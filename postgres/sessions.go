@@ -157,6 +157,16 @@ func (db *DB) UseTicket(ctx context.Context, hash []byte, now int64) ([]byte, er
 	return tokenHash, wrap(err)
 }
 
+// TicketToken implements chat.UserStore.
+func (db *DB) TicketToken(ctx context.Context, hash []byte, now int64) ([]byte, error) {
+	var tokenHash []byte
+	err := db.pool.QueryRow(ctx, `SELECT token_hash FROM tickets WHERE hash = $1 AND used = 0 AND expires_at > $2`, hash, now).Scan(&tokenHash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, chat.Errorf(chat.ENotFound, "ticket not found")
+	}
+	return tokenHash, wrap(err)
+}
+
 // DeleteExpiredSessions implements chat.UserStore.
 func (db *DB) DeleteExpiredSessions(ctx context.Context, usedBefore, createdBefore int64) error {
 	return wrap(db.w.exec(ctx, func(t *wtx) error {

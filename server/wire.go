@@ -26,11 +26,21 @@ type wireWriter struct {
 	// handler answers with the protocol's JSON error instead.
 	refused int
 	refusal bytes.Buffer
+	// beforeUpgrade, when set, runs when the library is about to upgrade
+	// (its 101 is held back until then); an error stops the upgrade and
+	// is kept in vetoed for the handler to answer.
+	beforeUpgrade func() error
+	upgrading     bool
+	vetoed        error
 }
 
 func (ww *wireWriter) WriteHeader(code int) {
 	if code >= 400 {
 		ww.refused = code
+		return
+	}
+	if code == http.StatusSwitchingProtocols && ww.beforeUpgrade != nil {
+		ww.upgrading = true // written by Hijack, if beforeUpgrade allows
 		return
 	}
 	ww.ResponseWriter.WriteHeader(code)
@@ -68,6 +78,13 @@ const (
 )
 
 func (ww *wireWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if ww.upgrading {
+		if err := ww.beforeUpgrade(); err != nil {
+			ww.vetoed = err
+			return nil, nil, err
+		}
+		ww.ResponseWriter.WriteHeader(http.StatusSwitchingProtocols)
+	}
 	conn, brw, err := http.NewResponseController(ww.ResponseWriter).Hijack()
 	if err != nil {
 		return nil, nil, err

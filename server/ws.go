@@ -19,8 +19,17 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	var u chat.User
 	var sess chat.Session
 	var err error
+	ww := &wireWriter{ResponseWriter: w}
 	if t := r.URL.Query().Get("ticket"); t != "" && r.Header.Get("Authorization") == "" {
-		u, sess, err = s.chat.UseTicket(r.Context(), t)
+		// The ticket is only looked at here and spent at the upgrade
+		// itself: a socket refused (too many, a foreign Origin, no
+		// handshake) leaves it to the client's next try. Of two tries
+		// racing with one ticket, one upgrades and the other gets 401.
+		u, sess, err = s.chat.CheckTicket(r.Context(), t)
+		ww.beforeUpgrade = func() error {
+			_, _, err := s.chat.UseTicket(r.Context(), t)
+			return err
+		}
 	} else {
 		u, sess, err = s.chat.Authorize(r.Context(), bearer(r, true))
 	}
@@ -53,17 +62,22 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			opts.InsecureSkipVerify = true
 		}
 	}
-	ww := &wireWriter{ResponseWriter: w}
 	conn, err := websocket.Accept(ww, r, opts)
 	if err != nil {
 		s.log.Debug("websocket upgrade", "err", err)
-		if ww.refused != 0 {
+		if ww.refused != 0 || ww.vetoed != nil {
 			// Accept's plain-text answer (403 for a foreign origin, 426
-			// for a request without the handshake) was held back: the
-			// client gets the protocol's JSON error instead.
-			w.Header().Del("Connection")
-			w.Header().Del("Upgrade")
-			s.writeError(w, r, ww.refusedError())
+			// for a request without the handshake, 500 when the ticket
+			// could not be spent) was held back: the client gets the
+			// protocol's JSON error instead.
+			for _, h := range []string{"Connection", "Upgrade", "Sec-WebSocket-Accept", "Sec-WebSocket-Protocol", "Sec-WebSocket-Extensions"} {
+				w.Header().Del(h)
+			}
+			err := ww.refusedError()
+			if ww.vetoed != nil {
+				err = ww.vetoed
+			}
+			s.writeError(w, r, err)
 		}
 		return
 	}

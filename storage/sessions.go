@@ -148,6 +148,16 @@ func (db *DB) UseTicket(ctx context.Context, hash []byte, now int64) ([]byte, er
 	return tokenHash, err
 }
 
+// TicketToken implements chat.UserStore.
+func (db *DB) TicketToken(ctx context.Context, hash []byte, now int64) ([]byte, error) {
+	var tokenHash []byte
+	err := db.readers.QueryRowContext(ctx, `SELECT token_hash FROM tickets WHERE hash = ? AND used = 0 AND expires_at > ?`, hash, now).Scan(&tokenHash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, chat.Errorf(chat.ENotFound, "ticket not found")
+	}
+	return tokenHash, err
+}
+
 // DeleteExpiredSessions implements chat.UserStore.
 func (db *DB) DeleteExpiredSessions(ctx context.Context, usedBefore, createdBefore int64) error {
 	return db.w.exec(ctx, func(t *wtx) error {

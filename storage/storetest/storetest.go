@@ -372,11 +372,24 @@ func testTokens(t *testing.T, o Opener) {
 		t.Errorf("sessions: %+v %v", list, err)
 	}
 	must(t, db.CreateTicket(ctx, []byte("tk"), "1", []byte{1, 2, 3}, 1<<62))
+	must(t, db.CreateTicket(ctx, []byte("old"), "1", []byte{1, 2, 3}, 4))
+	// Looking does not use it up; an expired or unknown one is not found.
+	for range 2 {
+		if h, err := db.TicketToken(ctx, []byte("tk"), 5); err != nil || string(h) != "\x01\x02\x03" {
+			t.Errorf("ticket looked at: %v %v", h, err)
+		}
+	}
+	_, err := db.TicketToken(ctx, []byte("old"), 5)
+	wantCode(t, "expired ticket looked at", err, chat.ENotFound)
+	_, err = db.TicketToken(ctx, []byte("nope"), 5)
+	wantCode(t, "unknown ticket looked at", err, chat.ENotFound)
 	if h, err := db.UseTicket(ctx, []byte("tk"), 5); err != nil || string(h) != "\x01\x02\x03" {
 		t.Errorf("ticket: %v %v", h, err)
 	}
-	_, err := db.UseTicket(ctx, []byte("tk"), 5)
+	_, err = db.UseTicket(ctx, []byte("tk"), 5)
 	wantCode(t, "ticket used twice", err, chat.ENotFound)
+	_, err = db.TicketToken(ctx, []byte("tk"), 5)
+	wantCode(t, "used ticket looked at", err, chat.ENotFound)
 	_, err = db.DeleteSession(ctx, "1", "nope")
 	wantCode(t, "unknown session", err, chat.ENotFound)
 	must(t, db.DeleteToken(ctx, []byte{1, 2, 3}))
