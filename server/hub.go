@@ -18,11 +18,6 @@ type Hub struct {
 	mu    sync.RWMutex
 	users map[string]map[*session]struct{}
 
-	// open counts each user's sockets from admission to the session's end
-	// (upgrades under way included), for MaxSessionsPerUser.
-	openMu sync.Mutex
-	open   map[string]int
-
 	// peers hears of logouts, for the other processes; nil when alone.
 	peers interface{ TokenRevoked(id string) }
 
@@ -37,29 +32,7 @@ var (
 
 // NewHub returns an empty hub.
 func NewHub(log *slog.Logger, m *Metrics) *Hub {
-	return &Hub{log: log, metrics: m, users: make(map[string]map[*session]struct{}), open: make(map[string]int)}
-}
-
-// admit counts one more socket of user unless it has max already; release
-// gives the place back.
-func (h *Hub) admit(user string, max int) bool {
-	h.openMu.Lock()
-	defer h.openMu.Unlock()
-	if h.open[user] >= max {
-		return false
-	}
-	h.open[user]++
-	return true
-}
-
-func (h *Hub) release(user string) {
-	h.openMu.Lock()
-	defer h.openMu.Unlock()
-	if h.open[user] <= 1 {
-		delete(h.open, user)
-		return
-	}
-	h.open[user]--
+	return &Hub{log: log, metrics: m, users: make(map[string]map[*session]struct{})}
 }
 
 func (h *Hub) add(s *session) {

@@ -49,11 +49,13 @@ func newPresence(srv *Server, grace time.Duration, log *slog.Logger) *presence {
 		leaving: make(map[string]*time.Timer), told: make(map[string]bool), running: make(map[string]bool)}
 }
 
-// ShareOnline makes presence count the sessions of every process sharing
-// rdb. Call it before serving; StopSharing ends the refreshes.
+// ShareOnline makes presence, and the cap on a user's sockets, count the
+// sessions of every process sharing rdb. Call it before serving;
+// StopSharing ends the refreshes.
 func (s *Server) ShareOnline(rdb redis.UniversalClient, prefix string) {
 	p := s.presence
 	p.rdb, p.prefix, p.node, p.stop = rdb, prefix, chat.NewID(), make(chan struct{})
+	s.sockets.rdb, s.sockets.prefix, s.sockets.node = rdb, prefix, p.node
 	p.wg.Add(1)
 	go p.refreshLoop()
 }
@@ -241,6 +243,9 @@ func (p *presence) refreshLoop() {
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			p.log.Warn("presence: refresh", "err", err)
+		}
+		if err := p.srv.sockets.refresh(ctx); err != nil {
+			p.log.Warn("socket cap: refresh", "err", err)
 		}
 		cancel()
 	}

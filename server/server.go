@@ -113,6 +113,7 @@ type Server struct {
 	health  map[string]Pinger
 
 	presence *presence
+	sockets  *socketCap
 	guard    *guard
 	started  time.Time
 
@@ -127,6 +128,7 @@ func New(cfg Config, svc *chat.Service, hub *Hub, m *Metrics, ui http.Handler, h
 	s := &Server{cfg: cfg, chat: svc, hub: hub, metrics: m, log: log, ui: ui, health: health,
 		guard: newGuard(cfg.LoginFailures, cfg.RegisterPerHour), started: time.Now()}
 	s.presence = newPresence(s, cfg.PresenceGrace, log)
+	s.sockets = newSocketCap(log)
 	svc.SetOnline(s.presence.online)
 	s.mux = s.routes()
 	s.http = &http.Server{
