@@ -65,7 +65,12 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		rec.Width, rec.Height = u.Width, u.Height
 	}
 	if err := f.blobs.Keep(r.Context(), u, func() error { return f.meta.CreateFile(r.Context(), rec) }); err != nil {
-		s.writeError(w, r, diskFailure(err))
+		if errors.Is(err, files.ErrQuota) {
+			err = chat.Errorf(chat.EInsufficientStorage, "the server's file storage is full")
+		} else {
+			err = diskFailure(err)
+		}
+		s.writeError(w, r, err)
 		return
 	}
 	f.uploads.Inc()
