@@ -3,43 +3,16 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"net"
-	"os/exec"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/internal/redistest"
 	"github.com/imserver/imserver/storage/storetest"
 	"github.com/redis/go-redis/v9"
 )
 
 // startRedis runs a redis-server of the test's own on a free port.
-func startRedis(t *testing.T) *redis.Client {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--loglevel", "warning")
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("redis-server: %v", err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
-	t.Cleanup(func() { rdb.Close() })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if rdb.Ping(context.Background()).Err() == nil {
-			return rdb
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("redis-server did not answer")
-		}
-	}
-}
+func startRedis(t *testing.T) *redis.Client { return redistest.Client(t) }
 
 // TestContractRedisSeqs runs the store contract with seqs from Redis
 // blocks whose bounds are persisted in the write transaction.

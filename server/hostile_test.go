@@ -565,12 +565,21 @@ func TestHostileTicketRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, status := ts.dialTicket(tk)
-			switch status {
-			case http.StatusSwitchingProtocols:
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			c, res, err := websocket.Dial(ctx, "ws://"+ts.Host+"/api/v1/ws?ticket="+tk, nil)
+			switch {
+			case err == nil:
 				won.Add(1)
 				c.CloseNow()
-			case http.StatusUnauthorized:
+			case res != nil && res.StatusCode == http.StatusUnauthorized:
+				// The protocol's JSON error, no trace of the handshake
+				// that was held back.
+				body, _ := io.ReadAll(res.Body)
+				if res.Header.Get("Sec-WebSocket-Accept") != "" || res.Header.Get("Upgrade") != "" ||
+					!strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") || !strings.Contains(string(body), `"unauthorized"`) {
+					t.Errorf("a losing upgrade's answer: %v %s", res.Header, body)
+				}
 				refused.Add(1)
 			}
 		}()

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -13,11 +12,13 @@ import (
 // socketCap bounds a user's open sockets (websocket.max_sessions_per_user),
 // counted from admission, before the upgrade, to the session's end. Alone,
 // the process counts its own. With Redis (ShareOnline) the count is every
-// process's: one hash per user holds each process's count with when it
-// last said so; a process refreshes its fields with presence's refresh,
-// and a field not refreshed for presenceTTL (a process that died) no
-// longer counts. If Redis fails, the process falls back on its own count
-// rather than refusing everyone.
+// process's: one hash per user holds, for each process, its count (changed
+// by one in each step, so that steps of one process that overlap cannot
+// undo each other) and when the process last vouched for it ("<node>:at");
+// a process refreshes its timestamps with presence's refresh, and a count
+// not vouched for within presenceTTL (a process that died) no longer
+// counts. If Redis fails, the process falls back on its own count rather
+// than refusing everyone; a socket admitted so is not counted in Redis.
 type socketCap struct {
 	log *slog.Logger
 
@@ -34,112 +35,120 @@ func newSocketCap(log *slog.Logger) *socketCap {
 
 func (c *socketCap) key(user string) string { return c.prefix + "sockets:" + user }
 
-// admitSocket adds this process's count to the fresh ones of the others,
-// refuses at max, and otherwise records the new count, in one step.
-// Each field is "count:unix ms". One key per call, so that it also runs on
-// a Redis Cluster.
-var admitSocket = redis.NewScript(`
-local node, mine, now, ttl, max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local total = mine
+// The scripts touch one key each, so that they also run on a Redis
+// Cluster. Node ids hold no colon.
+var (
+	// admitSocket sums the counts vouched for within the TTL (this
+	// process's always), drops the others, and adds one unless the sum
+	// is at max.
+	admitSocket = redis.NewScript(`
+local node, now, ttl, max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local counts, ats = {}, {}
 local fields = redis.call('HGETALL', KEYS[1])
 for i = 1, #fields, 2 do
-	if fields[i] ~= node then
-		local n, at = string.match(fields[i + 1], '^(%d+):(%d+)$')
-		if n and tonumber(at) >= now - ttl then
-			total = total + tonumber(n)
-		else
-			redis.call('HDEL', KEYS[1], fields[i])
-		end
+	local n = string.match(fields[i], '^(.*):at$')
+	if n then ats[n] = tonumber(fields[i + 1]) else counts[fields[i]] = tonumber(fields[i + 1]) end
+end
+local total = 0
+for n, count in pairs(counts) do
+	if n == node or (ats[n] and ats[n] >= now - ttl) then
+		total = total + count
+	else
+		redis.call('HDEL', KEYS[1], n, n .. ':at')
 	end
 end
 if total >= max then
 	return 0
 end
-redis.call('HSET', KEYS[1], node, (mine + 1) .. ':' .. now)
+redis.call('HINCRBY', KEYS[1], node, 1)
+redis.call('HSET', KEYS[1], node .. ':at', now)
 redis.call('PEXPIRE', KEYS[1], ttl)
 return 1
 `)
+	// releaseSocket takes one off this process's count.
+	releaseSocket = redis.NewScript(`
+if redis.call('HINCRBY', KEYS[1], ARGV[1], -1) <= 0 then
+	redis.call('HDEL', KEYS[1], ARGV[1], ARGV[1] .. ':at')
+end
+return 0
+`)
+	// vouchSockets renews this process's timestamp, if it has a count
+	// (a refresh never brings back a count its last release removed).
+	vouchSockets = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+	redis.call('HSET', KEYS[1], ARGV[1] .. ':at', ARGV[2])
+	redis.call('PEXPIRE', KEYS[1], ARGV[3])
+end
+return 0
+`)
+)
 
-// admit counts one more socket of user unless it holds max already.
-func (c *socketCap) admit(ctx context.Context, user string, max int) bool {
+// admit counts one more socket of user unless it holds max already. The
+// caller gives the place back with release(user, counted).
+func (c *socketCap) admit(ctx context.Context, user string, max int) (ok, counted bool) {
 	c.mu.Lock()
 	mine := c.open[user]
 	if mine >= max {
 		c.mu.Unlock()
-		return false
+		return false, false
 	}
 	c.open[user] = mine + 1 // the place is held while Redis decides
 	c.mu.Unlock()
 	if c.rdb == nil {
-		return true
+		return true, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	ok, err := admitSocket.Run(ctx, c.rdb, []string{c.key(user)}, c.node, mine, time.Now().UnixMilli(), presenceTTL.Milliseconds(), max).Int()
+	res, err := admitSocket.Run(ctx, c.rdb, []string{c.key(user)}, c.node, time.Now().UnixMilli(), presenceTTL.Milliseconds(), max).Int()
 	if err != nil {
 		c.log.Warn("socket cap: counting in Redis failed; this process's own count decides", "user", user, "err", err)
-		return true
+		return true, false
 	}
-	if ok == 0 {
-		c.mu.Lock()
-		c.dropLocked(user)
-		c.mu.Unlock()
-		return false
+	if res == 0 {
+		c.release(user, false)
+		return false, false
 	}
-	return true
+	return true, true
 }
 
-// release gives user's place back.
-func (c *socketCap) release(user string) {
+// release gives user's place back; counted says whether Redis counted it.
+func (c *socketCap) release(user string, counted bool) {
 	c.mu.Lock()
-	left := c.dropLocked(user)
+	if n := c.open[user] - 1; n > 0 {
+		c.open[user] = n
+	} else {
+		delete(c.open, user)
+	}
 	c.mu.Unlock()
-	if c.rdb == nil {
+	if !counted {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var err error
-	if left == 0 {
-		err = c.rdb.HDel(ctx, c.key(user), c.node).Err()
-	} else {
-		err = c.rdb.HSet(ctx, c.key(user), c.node, c.field(left)).Err()
-	}
-	if err != nil {
+	if err := releaseSocket.Run(ctx, c.rdb, []string{c.key(user)}, c.node).Err(); err != nil {
 		c.log.Warn("socket cap: Redis", "user", user, "err", err)
 	}
 }
 
-func (c *socketCap) dropLocked(user string) int {
-	n := c.open[user] - 1
-	if n <= 0 {
-		delete(c.open, user)
-		return 0
-	}
-	c.open[user] = n
-	return n
-}
-
-func (c *socketCap) field(n int) string {
-	return strconv.Itoa(n) + ":" + strconv.FormatInt(time.Now().UnixMilli(), 10)
-}
-
-// refresh says again how many sockets this process holds of each user, so
-// that its fields stay fresh (called every presenceRefresh).
+// refresh vouches again for this process's counts of the users it holds
+// sockets of (called every presenceRefresh).
 func (c *socketCap) refresh(ctx context.Context) error {
 	c.mu.Lock()
-	counts := make(map[string]int, len(c.open))
-	for u, n := range c.open {
-		counts[u] = n
+	users := make([]string, 0, len(c.open))
+	for u := range c.open {
+		users = append(users, u)
 	}
 	c.mu.Unlock()
-	if len(counts) == 0 {
+	if len(users) == 0 {
 		return nil
 	}
+	if err := vouchSockets.Load(ctx, c.rdb).Err(); err != nil {
+		return err
+	}
+	now, ttl := time.Now().UnixMilli(), presenceTTL.Milliseconds()
 	pipe := c.rdb.Pipeline()
-	for u, n := range counts {
-		pipe.HSet(ctx, c.key(u), c.node, c.field(n))
-		pipe.PExpire(ctx, c.key(u), presenceTTL)
+	for _, u := range users {
+		vouchSockets.EvalSha(ctx, pipe, []string{c.key(u)}, c.node, now, ttl)
 	}
 	_, err := pipe.Exec(ctx)
 	return err

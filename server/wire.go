@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -78,8 +79,12 @@ const (
 )
 
 func (ww *wireWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	if ww.upgrading {
-		if err := ww.beforeUpgrade(); err != nil {
+	if ww.beforeUpgrade != nil {
+		err := errors.New("the WebSocket library hijacked without its 101")
+		if ww.upgrading {
+			err = ww.beforeUpgrade()
+		}
+		if err != nil {
 			ww.vetoed = err
 			return nil, nil, err
 		}

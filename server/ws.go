@@ -37,7 +37,8 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if !s.sockets.admit(r.Context(), u.ID, s.cfg.MaxSessionsPerUser) {
+	ok, counted := s.sockets.admit(r.Context(), u.ID, s.cfg.MaxSessionsPerUser)
+	if !ok {
 		s.metrics.SessionsRefused.Inc()
 		s.writeError(w, r, &chat.Error{Code: chat.ERateLimited, RetryAfterMS: int64(5 * time.Second / time.Millisecond),
 			Message: "too many open sockets for this user (websocket.max_sessions_per_user)"})
@@ -46,7 +47,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	admitted := true
 	defer func() {
 		if admitted {
-			s.sockets.release(u.ID)
+			s.sockets.release(u.ID, counted)
 		}
 	}()
 	// Read before the upgrade: a failure is then a plain HTTP error, and the
@@ -89,7 +90,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	admitted = false
 	ss := newSession(s, conn, ww.wire, u, hex.EncodeToString(sess.TokenHash))
 	go func() {
-		defer s.sockets.release(u.ID)
+		defer s.sockets.release(u.ID, counted)
 		ss.run(v)
 	}()
 }
