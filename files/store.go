@@ -124,35 +124,6 @@ type Upload struct {
 	Format  string // image format name ("png", "jpeg", ...) or ""
 
 	tmp string
-	// partial: the store had no room for the bytes and tmp holds only
-	// their start; the upload is kept only if the same bytes are stored.
-	partial bool
-}
-
-// roomWriter writes to w until room bytes (room < 0: no bound), then
-// drops the rest, noting that it did.
-type roomWriter struct {
-	w    io.Writer
-	room int64
-	over bool
-}
-
-func (r *roomWriter) Write(p []byte) (int, error) {
-	if r.room < 0 {
-		return r.w.Write(p)
-	}
-	n := int64(len(p))
-	if n > r.room {
-		r.over = true
-		n = r.room
-	}
-	if n > 0 {
-		if _, err := r.w.Write(p[:n]); err != nil {
-			return 0, err
-		}
-		r.room -= n
-	}
-	return len(p), nil
 }
 
 // sniffer keeps the first 512 bytes written, for http.DetectContentType.
@@ -169,10 +140,8 @@ func (s *sniffer) Write(p []byte) (int, error) {
 // Write streams r to a temp file, hashing as it goes, and fsyncs it. It
 // never holds more than a copy buffer of the body in memory. Over limit
 // bytes it fails with ErrTooLarge, an empty body with ErrEmpty, past the
-// store's total with ErrQuota unless the same bytes are stored already
-// (each content is stored once, so they take no room: past the room the
-// body is only hashed); on any failure (the client gone mid-body too) the
-// temp file is removed.
+// store's total with ErrQuota; on any failure (the client gone mid-body
+// too) the temp file is removed.
 func (s *Store) Write(r io.Reader, limit int64) (u *Upload, err error) {
 	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "upload-*")
 	if err != nil {
@@ -186,39 +155,35 @@ func (s *Store) Write(r io.Reader, limit int64) (u *Upload, err error) {
 	}()
 	var sniff sniffer
 	h := sha256.New()
-	fw := &roomWriter{w: f, room: -1}
+	max := limit
 	if s.maxTotal > 0 {
-		fw.room = max(0, s.maxTotal-s.used.Load())
+		room := s.maxTotal - s.used.Load()
+		if room <= 0 {
+			return nil, ErrQuota
+		}
+		max = min(max, room)
 	}
-	n, err := copyBuffered(io.MultiWriter(fw, h, &sniff), io.LimitReader(bodyReader{r}, limit+1))
+	n, err := copyBuffered(io.MultiWriter(f, h, &sniff), io.LimitReader(bodyReader{r}, max+1))
 	if err != nil {
 		return nil, err
 	}
 	switch {
+	case n > max && max < limit:
+		return nil, ErrQuota
 	case n > limit:
 		return nil, ErrTooLarge
 	case n == 0:
 		return nil, ErrEmpty
 	}
-	u = &Upload{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n, Sniffed: http.DetectContentType(sniff.buf[:sniff.n]), tmp: f.Name(), partial: fw.over}
-	// Image dimensions come from the header alone: nothing is decoded.
-	head := f
-	if u.partial {
-		// Only the same bytes, stored already, can be kept (place checks
-		// again under the hash's lock).
-		if head, err = os.Open(s.Path(u.SHA256)); err != nil {
-			return nil, ErrQuota
-		}
-		defer head.Close()
-	} else {
-		if err := f.Sync(); err != nil {
-			return nil, err
-		}
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return nil, err
-		}
+	if err := f.Sync(); err != nil {
+		return nil, err
 	}
-	if cfg, format, err := image.DecodeConfig(head); err == nil && cfg.Width > 0 && cfg.Height > 0 {
+	u = &Upload{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n, Sniffed: http.DetectContentType(sniff.buf[:sniff.n]), tmp: f.Name()}
+	// Image dimensions come from the header alone: nothing is decoded.
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	if cfg, format, err := image.DecodeConfig(f); err == nil && cfg.Width > 0 && cfg.Height > 0 {
 		u.Width, u.Height, u.Format = cfg.Width, cfg.Height, format
 	}
 	if err := f.Close(); err != nil {
@@ -299,9 +264,6 @@ func (s *Store) place(u *Upload) error {
 		return nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
-	}
-	if u.partial {
-		return ErrQuota // the same bytes went meanwhile: no room for them
 	}
 	if err := os.MkdirAll(filepath.Dir(final), 0o750); err != nil {
 		return err

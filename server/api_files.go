@@ -65,12 +65,7 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		rec.Width, rec.Height = u.Width, u.Height
 	}
 	if err := f.blobs.Keep(r.Context(), u, func() error { return f.meta.CreateFile(r.Context(), rec) }); err != nil {
-		if errors.Is(err, files.ErrQuota) {
-			err = chat.Errorf(chat.EInsufficientStorage, "the server's file storage is full")
-		} else {
-			err = diskFailure(err)
-		}
-		s.writeError(w, r, err)
+		s.writeError(w, r, diskFailure(err))
 		return
 	}
 	f.uploads.Inc()
