@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -94,7 +95,7 @@ func (s *Server) handleMe(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleUsers(w http.ResponseWriter, r *http.Request) {
-	limit, err := queryInt(r, "limit", 0)
+	limit, err := queryLimitInt(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -105,6 +106,43 @@ func (s *Server) handleUsers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string][]chat.User{"users": users})
+}
+
+// queryLimitInt reads the limit query parameter (0 when absent), a number
+// too large for an integer being as large as one: the protocol clamps
+// large limits, it does not refuse them.
+func queryLimitInt(r *http.Request) (int64, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 0, nil
+	}
+	n, ok := limitNumber(v)
+	if !ok {
+		return 0, chat.Errorf(chat.EBadRequest, "limit must be an integer")
+	}
+	return n, nil
+}
+
+// limitNumber reads a limit: an integer, or a whole number beyond the
+// int64 range (written with many digits or an exponent), which saturates.
+func limitNumber(v string) (int64, bool) {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return n, true
+	}
+	if v == "" || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		return 0, false // not a number ("Inf", "NaN" parse as floats)
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if (err != nil && !errors.Is(err, strconv.ErrRange)) || f != math.Trunc(f) {
+		return 0, false
+	}
+	switch {
+	case f >= math.MaxInt64:
+		return math.MaxInt64, true
+	case f <= math.MinInt64:
+		return math.MinInt64, true
+	}
+	return int64(f), true
 }
 
 // queryInt reads an integer query parameter, def when absent.

@@ -41,7 +41,7 @@ func (s *Server) handleChanges(w http.ResponseWriter, r *http.Request) {
 // queryLimit reads a page limit: absent means the default, larger than the
 // maximum is clamped (by the domain), zero or negative is an error.
 func queryLimit(r *http.Request) (int, error) {
-	l, err := queryInt(r, "limit", 0)
+	l, err := queryLimitInt(r)
 	if err != nil {
 		return 0, err
 	}

@@ -13,7 +13,7 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	limit, err := queryInt(r, "limit", 0)
+	limit, err := queryLimitInt(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

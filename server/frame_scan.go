@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"math"
 	"strconv"
 	"unicode/utf8"
 )
@@ -95,18 +96,17 @@ func (f *clientFrame) set(key string, v []byte) bool {
 	case "after_seq":
 		return setInt(&f.AfterSeq, v)
 	case "limit":
-		var n *int64
-		if !setInt(&n, v) {
-			return false
-		}
-		if n == nil {
+		if isNull(v) {
 			f.Limit = nil
 			return true
 		}
-		l := int(*n)
-		if int64(l) != *n {
+		n, ok := limitNumber(string(v))
+		if !ok {
 			return false
 		}
+		// Limits are clamped to at most 1000 later: saturating to 32 bits
+		// keeps the sign that decides between a page and a refusal.
+		l := frameLimit(max(min(n, math.MaxInt32), math.MinInt32))
 		f.Limit = &l
 		return true
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"unicode/utf8"
 
 	"github.com/imserver/imserver/chat"
@@ -24,20 +25,34 @@ const (
 // clientFrame is any frame a client sends. Pointers tell a missing field
 // from a zero one.
 type clientFrame struct {
-	Type        string   `json:"type"`
-	Req         string   `json:"req"`
-	Conv        string   `json:"conv"`
-	ClientMsgID string   `json:"client_msg_id"`
-	Body        *string  `json:"body"`
-	Kind        string   `json:"kind"`
-	Target      *int64   `json:"target"`
-	Emoji       string   `json:"emoji"`
-	On          *bool    `json:"on"`
-	ReplyTo     *int64   `json:"reply_to"`
-	Seq         *int64   `json:"seq"`
-	AfterSeq    *int64   `json:"after_seq"`
-	Limit       *int     `json:"limit"`
-	Attachments []string `json:"attachments"`
+	Type        string      `json:"type"`
+	Req         string      `json:"req"`
+	Conv        string      `json:"conv"`
+	ClientMsgID string      `json:"client_msg_id"`
+	Body        *string     `json:"body"`
+	Kind        string      `json:"kind"`
+	Target      *int64      `json:"target"`
+	Emoji       string      `json:"emoji"`
+	On          *bool       `json:"on"`
+	ReplyTo     *int64      `json:"reply_to"`
+	Seq         *int64      `json:"seq"`
+	AfterSeq    *int64      `json:"after_seq"`
+	Limit       *frameLimit `json:"limit"`
+	Attachments []string    `json:"attachments"`
+}
+
+// frameLimit is a sync frame's limit. A whole number too large for an
+// integer is as large as one: the protocol clamps large limits, it does
+// not refuse them.
+type frameLimit int
+
+func (l *frameLimit) UnmarshalJSON(b []byte) error {
+	n, ok := limitNumber(string(b))
+	if !ok {
+		return fmt.Errorf("limit must be an integer, not %s", b)
+	}
+	*l = frameLimit(max(min(n, math.MaxInt32), math.MinInt32))
+	return nil
 }
 
 // decodeFrame parses and checks a client frame, one JSON object. On error

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -137,7 +138,7 @@ func TestPagingBadParameters(t *testing.T) {
 	g := alice.group(t, "team")
 	alice.send(t, g.ID, "1", "x")
 	for _, q := range []string{
-		"limit=0", "limit=-1", "limit=abc", "limit=1.5",
+		"limit=0", "limit=-1", "limit=abc", "limit=1.5", "limit=Inf", "limit=NaN", "limit=-99999999999999999999",
 		"after_seq=-1", "after_seq=x", "before_seq=-1", "before_seq=x",
 		"after_seq=1&before_seq=5", "after_seq=99999999999999999999",
 	} {
@@ -183,10 +184,19 @@ func TestPagingLimitClamped(t *testing.T) {
 	if got, want := seqsOf(p.Messages), seqRange(1001, n); !equalSeqs(got, want) || !p.Completed {
 		t.Errorf("last page: got %d messages (completed %v), want 1001..%d completed", len(got), p.Completed, n)
 	}
+	// Numbers beyond any integer are clamped too, not refused.
+	for _, l := range []string{"99999999999999999999", "1e30"} {
+		p = alice.page(t, g.ID, "after_seq=0&limit="+l)
+		if got, want := seqsOf(p.Messages), seqRange(1, 1000); !equalSeqs(got, want) || p.Completed {
+			t.Errorf("limit=%s: got %d messages (completed %v), want 1..1000 not completed", l, len(got), p.Completed)
+		}
+	}
 	ws := alice.dial(t, "alice")
-	f := ws.call(t, map[string]any{"type": "sync", "conv": g.ID, "after_seq": 0, "limit": 5000})
-	if got, want := seqsOf(f.Messages), seqRange(1, 1000); !equalSeqs(got, want) || f.Completed {
-		t.Errorf("sync limit=5000: got %d messages (completed %v), want 1..1000 not completed", len(got), f.Completed)
+	for _, l := range []any{5000, json.Number("99999999999999999999"), json.Number("1e30")} {
+		f := ws.call(t, map[string]any{"type": "sync", "conv": g.ID, "after_seq": 0, "limit": l})
+		if got, want := seqsOf(f.Messages), seqRange(1, 1000); !equalSeqs(got, want) || f.Completed {
+			t.Errorf("sync limit=%v: got %d messages (completed %v), want 1..1000 not completed", l, len(got), f.Completed)
+		}
 	}
 }
 

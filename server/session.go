@@ -192,7 +192,7 @@ func (s *session) handle(f *clientFrame) {
 		req, conv := f.Req, f.Conv
 		q := chat.PageQuery{After: *f.AfterSeq}
 		if f.Limit != nil {
-			q.Limit = *f.Limit
+			q.Limit = int(*f.Limit)
 		}
 		s.later(func() {
 			p, err := s.srv.chat.Messages(ctx, s.user.ID, conv, q)
