@@ -290,6 +290,11 @@ func (w *writer) applyV11(t *wtx, m *chat.Message, tg target) error {
 	}
 	// Neither a mutation nor a system message is one unread counts.
 	uncount(t, m.Conv, m.Seq)
+	if m.Kind == chat.KindEdit || m.Kind == chat.KindDelete {
+		if err := touchFormer(t, m.Conv, m.Target); err != nil {
+			return err
+		}
+	}
 	switch m.Kind {
 	case chat.KindEdit:
 		t.queue(`UPDATE messages SET body = $1, edited_at = $2, mentions = $3, search = NULLIF($4, '')::tsvector WHERE conv_id = $5 AND seq = $6`,
@@ -323,6 +328,19 @@ func (w *writer) applyDelete(t *wtx, m *chat.Message, tg target) error {
 	dropMentions(t, m.Conv, m.Target, tg.mentions)
 	uncount(t, m.Conv, m.Target)
 	return eraseAttachments(t, m.Conv, m.Target)
+}
+
+// touchFormer gives a new version to the entries of the former members
+// who see seq: their pulls fold its edit or delete, and their entry's
+// last_message, unread and mentions may follow it. A member's entry
+// follows the conversation's version, which the mutation itself moves.
+func touchFormer(t *wtx, conv string, seq int64) error {
+	v, err := t.nextVersion()
+	if err != nil {
+		return err
+	}
+	t.queue(`UPDATE members SET version = $1 WHERE conv_id = $2 AND max_seq IS NOT NULL AND max_seq >= $3 AND min_seq <= $3`, v, conv, seq)
+	return nil
 }
 
 func uncount(t *wtx, conv string, seq int64) {

@@ -275,3 +275,34 @@ func TestHello(t *testing.T) {
 		t.Errorf("two sessions share the id %q", c1.hello.Session)
 	}
 }
+
+// A former member's pulls show the edits and deletes of messages it saw
+// (their state when pulled), and its entry's last_message, unread and
+// mentions follow them: such a change gives its entry a new version. A
+// change past its range does not.
+func TestSyncFormerMemberSeesFolds(t *testing.T) {
+	ts := newServer(t)
+	alice, carol := ts.register(t, "alice"), ts.register(t, "carol")
+	g := alice.group(t, "g", carol).ID
+	first := alice.send(t, g, "1", "first before the kick")
+	last := alice.send(t, g, "2", "last before the kick")
+	alice.del(t, convPath(g, "members", carol.ID())).want(t, http.StatusNoContent)
+	after := alice.send(t, g, "3", "after the kick")
+
+	v := carol.sequences(t)
+	alice.edit(t, g, after.Seq, "after the kick, edited")
+	if got := carol.sequences(t); got != v {
+		t.Errorf("an edit past the kick moved the kicked user's sequences from %d to %d", v, got)
+	}
+	alice.edit(t, g, last.Seq, "last before the kick, edited")
+	c, ok := entryOf(carol.changes(t, v, 0).Conversations, g)
+	if !ok || c.LastMessage == nil || c.LastMessage.Body != "last before the kick, edited" || !c.Left {
+		t.Fatalf("kicked user's changes after an edit it sees: %+v (found %v)", c, ok)
+	}
+	v = carol.sequences(t)
+	alice.remove(t, g, last.Seq)
+	c, ok = entryOf(carol.changes(t, v, 0).Conversations, g)
+	if !ok || c.LastMessage == nil || c.LastMessage.Seq != first.Seq {
+		t.Fatalf("kicked user's changes after a delete it sees: %+v (found %v)", c, ok)
+	}
+}

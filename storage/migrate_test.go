@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"github.com/imserver/imserver/chat"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -53,5 +54,57 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	want := "database schema 9999 is newer than this imserver (knows up to " + strconv.Itoa(KnownSchema()) + "); upgrade imserver"
 	if err.Error() != want {
 		t.Fatalf("message %q, want %q", err, want)
+	}
+}
+
+// TestMigrateFormerMembers: a database as schema 12 left it, with a
+// kicked member, gets the index of former members (0013), and an edit of
+// a message the kicked member saw then moves that member's entry.
+func TestMigrateFormerMembers(t *testing.T) {
+	ctx := context.Background()
+	db, path := openTest(t, Options{})
+	if err := db.CreateGroup(ctx, "g", "g", "alice", []string{"carol"}); err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "alice", ClientMsgID: "1", Kind: chat.KindText, Body: "seen by carol"})()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RemoveMember(ctx, "g", "carol"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	raw, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP INDEX members_former`, `DELETE FROM schema_migrations WHERE version >= 13`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+
+	db, err = Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, _ := db.SchemaVersion(ctx); v < 13 {
+		t.Fatalf("schema %d after the upgrade", v)
+	}
+	before, err := db.Conversation(ctx, "g", "carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "alice", ClientMsgID: "2", Kind: chat.KindEdit, Target: m.Seq, Body: "edited"})(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := db.Conversation(ctx, "g", "carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Version <= before.Version || after.LastMessage == nil || after.LastMessage.Body != "edited" {
+		t.Fatalf("the kicked member's entry after an edit it sees: version %d → %d, %+v", before.Version, after.Version, after.LastMessage)
 	}
 }

@@ -186,12 +186,36 @@ func (w *writer) applyExtras(t *wtx, j *job, m *chat.Message, tg target) error {
 	}
 	switch m.Kind {
 	case chat.KindEdit:
+		if err := touchFormer(t, m.Conv, m.Target); err != nil {
+			return err
+		}
 		return w.applyEdit(t, j, m, tg)
 	case chat.KindDelete:
+		if err := touchFormer(t, m.Conv, m.Target); err != nil {
+			return err
+		}
 		return w.applyDelete(t, j, m, tg)
 	}
-	// A reaction's own change was made by react.
+	// A reaction's own change was made by react; no entry shows it.
 	return nil
+}
+
+// touchFormer gives a new version to the entries of the former members
+// who see seq: their pulls fold its edit or delete, and their entry's
+// last_message, unread and mentions may follow it. A member's entry
+// follows the conversation's version, which the mutation itself moves.
+func touchFormer(t *wtx, conv string, seq int64) error {
+	v, err := t.nextVersion()
+	if err != nil {
+		return err
+	}
+	st, err := t.stmt(`UPDATE members INDEXED BY members_former SET version = ?
+		WHERE conv_id = ? AND max_seq IS NOT NULL AND max_seq >= ? AND min_seq <= ?`)
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(t.ctx, v, conv, seq, seq)
+	return err
 }
 
 func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
