@@ -4,10 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"github.com/imserver/imserver/chat"
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/imserver/imserver/chat"
 )
 
 // TestSchemaVersion: a fresh database is at the newest embedded migration.
