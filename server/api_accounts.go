@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/imserver/imserver/chat"
 )
@@ -123,26 +124,52 @@ func queryLimitInt(r *http.Request) (int64, error) {
 	return n, nil
 }
 
-// limitNumber reads a limit: an integer, or a whole number beyond the
-// int64 range (written with many digits or an exponent), which saturates.
+// limitNumber reads a limit written as a JSON integer: digits, optionally
+// signed with "-", optionally followed by a non-negative exponent (what
+// JavaScript writes for 1e30). Values beyond int64 saturate: the protocol
+// clamps large limits, it does not refuse them. Fractions and other
+// spellings are not limits.
 func limitNumber(v string) (int64, bool) {
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return n, true
+	neg := strings.HasPrefix(v, "-")
+	mant, exp, hasExp := strings.TrimPrefix(v, "-"), "", false
+	if i := strings.IndexAny(mant, "eE"); i >= 0 {
+		mant, exp, hasExp = mant[:i], strings.TrimPrefix(mant[i+1:], "+"), true
 	}
-	if v == "" || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
-		return 0, false // not a number ("Inf", "NaN" parse as floats)
+	digits := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if s[i] < '0' || s[i] > '9' {
+				return false
+			}
+		}
+		return s != ""
 	}
-	f, err := strconv.ParseFloat(v, 64)
-	if (err != nil && !errors.Is(err, strconv.ErrRange)) || f != math.Trunc(f) {
+	if !digits(mant) || (len(mant) > 1 && mant[0] == '0') || (hasExp && !digits(exp)) {
 		return 0, false
 	}
-	switch {
-	case f >= math.MaxInt64:
-		return math.MaxInt64, true
-	case f <= math.MinInt64:
-		return math.MinInt64, true
+	saturated := int64(math.MaxInt64)
+	if neg {
+		saturated = math.MinInt64
 	}
-	return int64(f), true
+	n, err := strconv.ParseInt(mant, 10, 64)
+	if err != nil {
+		return saturated, true // digits beyond the range
+	}
+	if hasExp && n != 0 {
+		e, err := strconv.Atoi(exp)
+		if err != nil || e > 18 {
+			return saturated, true
+		}
+		for ; e > 0; e-- {
+			if n > math.MaxInt64/10 {
+				return saturated, true
+			}
+			n *= 10
+		}
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 // queryInt reads an integer query parameter, def when absent.

@@ -49,6 +49,9 @@ func TestBadFrames(t *testing.T) {
 		{"read with a huge seq", `{"type":"read","req":"r19","conv":"` + d.ID + `","seq":1e30}`, "r19"},
 		{"sync without after_seq", `{"type":"sync","req":"r20","conv":"` + d.ID + `"}`, "r20"},
 		{"sync with limit 0", `{"type":"sync","req":"r21","conv":"` + d.ID + `","after_seq":0,"limit":0}`, "r21"},
+		// req after a bad limit: it is still read and echoed.
+		{"sync with a fractional limit", `{"type":"sync","conv":"` + d.ID + `","after_seq":0,"limit":1.5,"req":"r22"}`, "r22"},
+		{"sync with a string limit", `{"type":"sync","conv":"` + d.ID + `","after_seq":0,"limit":"5","req":"r23"}`, "r23"},
 		{"req not a string", `{"type":"bogus","req":7}`, ""},
 	} {
 		c.writeRaw(t, websocket.MessageText, []byte(tc.frame))

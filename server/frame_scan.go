@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"math"
 	"strconv"
 	"unicode/utf8"
 )
@@ -100,13 +99,10 @@ func (f *clientFrame) set(key string, v []byte) bool {
 			f.Limit = nil
 			return true
 		}
-		n, ok := limitNumber(string(v))
-		if !ok {
-			return false
+		var l frameLimit
+		if err := l.UnmarshalJSON(v); err != nil || l == badFrameLimit {
+			return false // encoding/json decodes what is no limit
 		}
-		// Limits are clamped to at most 1000 later: saturating to 32 bits
-		// keeps the sign that decides between a page and a refusal.
-		l := frameLimit(max(min(n, math.MaxInt32), math.MinInt32))
 		f.Limit = &l
 		return true
 	}

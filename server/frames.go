@@ -43,15 +43,22 @@ type clientFrame struct {
 
 // frameLimit is a sync frame's limit. A whole number too large for an
 // integer is as large as one: the protocol clamps large limits, it does
-// not refuse them.
+// not refuse them. A value that is no limit becomes badFrameLimit, which
+// check refuses: an error from UnmarshalJSON would stop encoding/json
+// before it read the rest of the frame, its req included.
 type frameLimit int
+
+const badFrameLimit frameLimit = math.MinInt32
 
 func (l *frameLimit) UnmarshalJSON(b []byte) error {
 	n, ok := limitNumber(string(b))
 	if !ok {
-		return fmt.Errorf("limit must be an integer, not %s", b)
+		*l = badFrameLimit
+		return nil
 	}
-	*l = frameLimit(max(min(n, math.MaxInt32), math.MinInt32))
+	// Saturated to 32 bits, keeping the sign that decides between a page
+	// and a refusal (and above badFrameLimit).
+	*l = frameLimit(max(min(n, math.MaxInt32), math.MinInt32+1))
 	return nil
 }
 
@@ -125,6 +132,9 @@ func (f *clientFrame) check() error {
 		}
 		if err := need(*f.AfterSeq >= 0, "after_seq >= 0"); err != nil {
 			return err
+		}
+		if f.Limit != nil && *f.Limit == badFrameLimit {
+			return chat.Errorf(chat.EBadRequest, "limit must be an integer")
 		}
 		if f.Limit != nil && *f.Limit < 1 {
 			return chat.Errorf(chat.EBadRequest, "limit must be >= 1")

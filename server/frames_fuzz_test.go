@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -174,4 +175,27 @@ func FuzzAppendMessage(f *testing.F) {
 			t.Fatalf("sentReply = %s, want %s", got, want)
 		}
 	})
+}
+
+// limitNumber takes JSON integers (with a non-negative exponent, as
+// JavaScript writes large ones), saturating beyond int64, and nothing else.
+func TestLimitNumber(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"5", 5, true}, {"0", 0, true}, {"-0", 0, true}, {"-7", -7, true}, {"1000", 1000, true},
+		{"99999999999999999999", math.MaxInt64, true}, {"-99999999999999999999", math.MinInt64, true},
+		{"1e30", math.MaxInt64, true}, {"1E+30", math.MaxInt64, true}, {"5e2", 500, true}, {"-1e30", math.MinInt64, true},
+		{"0e999999999999", 0, true}, {"1e999999999999", math.MaxInt64, true}, {"9e18", 9e18, true}, {"1e19", math.MaxInt64, true}, {"9e17", 9e17, true},
+		{"", 0, false}, {"-", 0, false}, {"+5", 0, false}, {"05", 0, false}, {"1.0", 0, false}, {"1.5", 0, false},
+		{"1e-3", 0, false}, {"0x10", 0, false}, {"0x1p4", 0, false}, {"1_000", 0, false}, {"Inf", 0, false},
+		{"NaN", 0, false}, {" 5", 0, false}, {"5 ", 0, false}, {"1e", 0, false}, {"e5", 0, false}, {`"5"`, 0, false},
+	} {
+		got, ok := limitNumber(c.in)
+		if ok != c.ok || (ok && got != c.want) {
+			t.Errorf("limitNumber(%q) = %d, %v; want %d, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
 }

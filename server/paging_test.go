@@ -139,6 +139,7 @@ func TestPagingBadParameters(t *testing.T) {
 	alice.send(t, g.ID, "1", "x")
 	for _, q := range []string{
 		"limit=0", "limit=-1", "limit=abc", "limit=1.5", "limit=Inf", "limit=NaN", "limit=-99999999999999999999",
+		"limit=0x1p4", "limit=1_000", "limit=1.0", "limit=1e-3", "limit=05",
 		"after_seq=-1", "after_seq=x", "before_seq=-1", "before_seq=x",
 		"after_seq=1&before_seq=5", "after_seq=99999999999999999999",
 	} {
