@@ -46,12 +46,9 @@ const dedupLevels = 3
 // messages (the last level is then about 55,000 pages). Tests shrink them.
 var dedupLimits = [dedupLevels - 1]int64{32768, 1 << 20}
 
-// dedupChunk is how many entries one move transaction takes: about 3 ms
-// of the writer's time, which the messages of the batch it joins wait
-// for. At 4096, those batches took 13–24 ms instead of 6–12 under
-// `bench --scenario interactive --rate 10000` (BENCHMARKS.md, session 10):
-// the acks' p99.
-var dedupChunk = 1024
+// dedupChunk is how many entries one move transaction takes: a few
+// milliseconds of the writer's time.
+var dedupChunk = 4096
 
 // dedupTick is how often the job looks at the levels' sizes.
 var dedupTick = 250 * time.Millisecond
@@ -360,9 +357,7 @@ func (c *compactor) moveMem(ctx context.Context, keep int64) error {
 	slices.SortFunc(snap, func(a, b memKeyed) int {
 		return cmp.Or(cmp.Compare(a.k.conv, b.k.conv), cmp.Compare(a.k.sender, b.k.sender), cmp.Compare(a.k.hash, b.k.hash))
 	})
-	// A level far past its bound (the job fell behind a burst) moves in
-	// bigger chunks, so that it catches up.
-	chunk := max(dedupChunk, len(snap)/32)
+	chunk := max(dedupChunk, len(snap)/8)
 	for len(snap) > 0 {
 		part := snap[:min(chunk, len(snap))]
 		snap = snap[len(part):]
@@ -418,9 +413,7 @@ func (c *compactor) moveMem(ctx context.Context, keep int64) error {
 func (c *compactor) moveLevel1(ctx context.Context) error {
 	const from, to = "dedup_1", "dedup_2"
 	at := dedupBelowAll
-	// Set-based statements move these entries, several times cheaper each
-	// than moveMem's inserts: four times its chunk.
-	chunk := 4 * dedupChunk * int(min(8, max(1, c.size1.Load()/dedupLimits[1])))
+	chunk := dedupChunk * int(min(8, max(1, c.size1.Load()/dedupLimits[1])))
 	for {
 		var n int64
 		var last bool
