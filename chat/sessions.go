@@ -335,30 +335,27 @@ func (s *Service) NewTicket(ctx context.Context, me, token string) (string, int6
 // spending it (the socket may yet be refused); a used, expired or unknown
 // ticket is EUnauthorized.
 func (s *Service) CheckTicket(ctx context.Context, ticket string) (User, Session, error) {
-	if ticket == "" {
-		return User{}, Session{}, Errorf(EUnauthorized, "missing ticket")
-	}
-	tokenHash, err := s.store.TicketToken(ctx, TokenHash(ticket), time.Now().UnixMilli())
-	if ErrorCode(err) == ENotFound {
-		return User{}, Session{}, Errorf(EUnauthorized, "invalid, used or expired ticket")
-	} else if err != nil {
-		return User{}, Session{}, err
-	}
-	return s.authorize(ctx, tokenHash)
+	return s.ticketSession(ctx, ticket, s.store.TicketToken)
 }
 
 // UseTicket spends a ticket and returns the user and session it opens; a
 // used, expired or unknown ticket is EUnauthorized.
 func (s *Service) UseTicket(ctx context.Context, ticket string) (User, Session, error) {
+	return s.ticketSession(ctx, ticket, s.store.UseTicket)
+}
+
+// ticketSession finds the token hash of ticket with find (looking at it
+// or spending it) and authorizes it: the session that asked for the
+// ticket may have ended since.
+func (s *Service) ticketSession(ctx context.Context, ticket string, find func(context.Context, []byte, int64) ([]byte, error)) (User, Session, error) {
 	if ticket == "" {
 		return User{}, Session{}, Errorf(EUnauthorized, "missing ticket")
 	}
-	tokenHash, err := s.store.UseTicket(ctx, TokenHash(ticket), time.Now().UnixMilli())
+	tokenHash, err := find(ctx, TokenHash(ticket), time.Now().UnixMilli())
 	if ErrorCode(err) == ENotFound {
 		return User{}, Session{}, Errorf(EUnauthorized, "invalid, used or expired ticket")
 	} else if err != nil {
 		return User{}, Session{}, err
 	}
-	// The session that asked for the ticket may have ended since.
 	return s.authorize(ctx, tokenHash)
 }
