@@ -25,7 +25,7 @@ func (s *Server) handleChanges(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	limit, err := queryLimit(r)
+	limit, err := queryLimit(r, chat.MaxPageLimit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -38,9 +38,9 @@ func (s *Server) handleChanges(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ch)
 }
 
-// queryLimit reads a page limit: absent means the default, larger than the
-// maximum is clamped (by the domain), zero or negative is an error.
-func queryLimit(r *http.Request) (int, error) {
+// queryLimit reads a page limit: absent means the default (0), larger
+// than most is clamped, zero or negative is an error.
+func queryLimit(r *http.Request, most int) (int, error) {
 	l, err := queryLimitInt(r)
 	if err != nil {
 		return 0, err
@@ -48,10 +48,7 @@ func queryLimit(r *http.Request) (int, error) {
 	if r.URL.Query().Has("limit") && l < 1 {
 		return 0, chat.Errorf(chat.EBadRequest, "limit must be >= 1")
 	}
-	if l > chat.MaxPageLimit {
-		l = chat.MaxPageLimit
-	}
-	return int(l), nil
+	return int(min(l, int64(most))), nil
 }
 
 func (s *Server) handleDirect(w http.ResponseWriter, r *http.Request) {

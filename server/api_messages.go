@@ -92,7 +92,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if q.Limit, err = queryLimit(r); err != nil {
+	if q.Limit, err = queryLimit(r, chat.MaxPageLimit); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

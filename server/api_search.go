@@ -13,17 +13,12 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	limit, err := queryLimitInt(r)
+	limit, err := queryLimit(r, chat.MaxSearchLimit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if q.Has("limit") && limit < 1 {
-		s.writeError(w, r, chat.Errorf(chat.EBadRequest, "limit must be >= 1"))
-		return
-	}
-	limit = min(limit, chat.MaxSearchLimit)
-	res, err := s.chat.Search(r.Context(), userOf(r).ID, q.Get("q"), q.Get("conv"), before, int(limit))
+	res, err := s.chat.Search(r.Context(), userOf(r).ID, q.Get("q"), q.Get("conv"), before, limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
