@@ -65,11 +65,15 @@ func loadTarget(t *wtx, s *senderTx, conv string, seq int64) (target, error) {
 // returns the target's state for applyExtras.
 func (w *writer) checkExtras(t *wtx, j *job, m *chat.Message) (target, error) {
 	if m.Kind == chat.KindText {
-		if m.ReplyTo == 0 {
+		if m.ReplyTo == 0 || w.isLive(j, m.ReplyTo) {
 			return target{}, nil
 		}
 		_, err := loadTarget(t, j.sender, m.Conv, m.ReplyTo)
 		return target{}, err
+	}
+	if m.Kind == chat.KindReaction && w.isLive(j, m.Target) {
+		// All a reaction asks of its target (react decides the rest).
+		return target{}, nil
 	}
 	tg, err := loadTarget(t, j.sender, m.Conv, m.Target)
 	if err != nil {
@@ -92,6 +96,12 @@ func (w *writer) checkExtras(t *wtx, j *job, m *chat.Message) (target, error) {
 		return tg, chat.Errorf(chat.EConflict, "message %d was deleted", m.Target)
 	}
 	return tg, nil
+}
+
+// isLive reports whether seq is known to be a live text message the
+// sender may see, without reading it (live.go).
+func (w *writer) isLive(j *job, seq int64) bool {
+	return seq >= j.sender.minSeq && w.live.has(j.conv.key, seq)
 }
 
 // react adds or takes back m's reaction, after every other check of m:
@@ -277,6 +287,7 @@ func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
 // are zeroed in the database file; the WAL frames that still hold them go
 // at the next truncating checkpoint (DB.Close).
 func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
+	w.live.forget(j.conv.key, m.Target)
 	st, err := t.stmt(`UPDATE messages SET body = '', deleted = 1, mentions = NULL, doc = NULL, stale = NULL WHERE conv = ? AND seq = ?`)
 	if err != nil {
 		return err

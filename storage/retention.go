@@ -145,6 +145,8 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 				if err := dedupForget(t, key, last); err != nil {
 					return err
 				}
+				// The writer's live set may hold some of them (live.go).
+				t.w.live.reset()
 				if _, err := t.ExecContext(t.ctx, `DELETE FROM messages WHERE conv = ? AND seq <= ?`, key, last); err != nil {
 					return err
 				}

@@ -30,8 +30,9 @@ type writer struct {
 	ftsArgs    [2]driver.NamedValue
 
 	seqs seqSource
-	keys *keyCache // text ids <-> integer keys (keys.go)
-	mem  *memLevel // the dedup level in memory (dedup_mem.go)
+	keys *keyCache  // text ids <-> integer keys (keys.go)
+	mem  *memLevel  // the dedup level in memory (dedup_mem.go)
+	live *liveTexts // seqs known to hold live text messages (live.go)
 	// filters rule out keys of the dedup levels on file (dedup_filter.go).
 	filters filters
 	ckpt    *checkpointer
@@ -83,6 +84,7 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, keys *keyCache, 
 		seqs:  seqs,
 		keys:  keys,
 		mem:   mem,
+		live:  newLiveTexts(),
 		ckpt:  ckpt,
 		opts:  opts,
 		queue: batch.New[*job](opts.BatchSize, opts.BatchDelay, errClosed),
@@ -232,6 +234,9 @@ func (w *writer) run(batch []*job) []*job {
 	}
 	w.keys.addAll(t.keys) // committed now
 	w.mem.commit(&t.memTx)
+	for _, k := range t.liveAdds {
+		w.live.add(k[0], k[1])
+	}
 	w.commits.Add(1)
 	w.walPages.Add(int64(frames))
 	// Freed attachment bytes go once the commit that freed them is in.
@@ -278,6 +283,9 @@ func (w *writer) runTx(dc driverConn, batch []*job) (*wtx, []*job, error) {
 	}
 	if _, err := dc.ExecContext(ctx, "BEGIN IMMEDIATE", nil); err != nil {
 		return t, batch, err
+	}
+	if err := t.syncLive(); err != nil {
+		return t, batch, t.rollback(err)
 	}
 	// Rounds: the jobs queued while a round runs make the next one, until
 	// none are waiting or the batch is full. A sender that queues while a

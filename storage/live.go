@@ -1,0 +1,131 @@
+package storage
+
+import "math/bits"
+
+// liveTexts is the writer's memory of which seqs hold a text message that
+// is not deleted, one bit per seq of each conversation it appended to. A
+// reaction or a reply must find its target a live text; with the bit set
+// the writer needs no read of the target's row, which was a third of what
+// a reaction cost it (BENCHMARKS.md, "Session 11").
+//
+// Only a set bit is trusted, and only to say yes: a clear bit, or a seq
+// outside the window, sends the check to the row as before, which also
+// gives the refusal its exact reason. So the set may forget anything at
+// any time, and it does whenever it could be wrong:
+//   - a bit is set once its message has committed (added), so a rolled
+//     back transaction leaves none for a seq that is then handed out again;
+//   - a delete clears its target's bit at once, in its transaction, so a
+//     reaction later in the same batch is checked against the row;
+//   - retention, the only other statement that removes a text message,
+//     empties it (a membership change leaves it: the sender's visible
+//     range is read in the transaction and checked before the set);
+//   - a transaction that finds the database changed by another connection
+//     or process (PRAGMA data_version) starts from an empty set.
+type liveTexts struct {
+	convs   map[int64]*liveConv // by conversation key
+	words   int                 // bits words held in all
+	version int64               // data_version when last checked
+}
+
+// liveConv holds the bits of one conversation from seq lo on.
+type liveConv struct {
+	lo   int64 // a multiple of 64
+	bits []uint64
+}
+
+const (
+	// liveConvWords bounds one conversation's window: its newest 64Ki
+	// seqs, older ones being the rare target.
+	liveConvWords = 1 << 10
+	// liveWords bounds the whole set (1 MiB); past it the set starts
+	// over. Only a writer appending to very many conversations gets there.
+	liveWords = 1 << 17
+)
+
+func newLiveTexts() *liveTexts { return &liveTexts{convs: make(map[int64]*liveConv)} }
+
+// has reports whether seq of conv is known to be a live text message.
+func (l *liveTexts) has(conv, seq int64) bool {
+	c := l.convs[conv]
+	if c == nil || seq < c.lo {
+		return false
+	}
+	i := (seq - c.lo) / 64
+	return i < int64(len(c.bits)) && c.bits[i]&(1<<((seq-c.lo)%64)) != 0
+}
+
+// forget clears seq's bit.
+func (l *liveTexts) forget(conv, seq int64) {
+	c := l.convs[conv]
+	if c == nil || seq < c.lo {
+		return
+	}
+	if i := (seq - c.lo) / 64; i < int64(len(c.bits)) {
+		c.bits[i] &^= 1 << ((seq - c.lo) % 64)
+	}
+}
+
+// add sets seq's bit: a text message of conv committed with that seq.
+func (l *liveTexts) add(conv, seq int64) {
+	c := l.convs[conv]
+	if c == nil {
+		c = &liveConv{lo: seq - seq%64}
+		l.convs[conv] = c
+	}
+	if seq < c.lo {
+		return // older than the window
+	}
+	i := int((seq - c.lo) / 64)
+	if i >= liveConvWords {
+		// Slide the window so that seq is in its last word.
+		drop := min(i-liveConvWords+1, len(c.bits))
+		l.words -= drop
+		c.bits = append(c.bits[:0], c.bits[drop:]...)
+		c.lo += int64(i-liveConvWords+1) * 64
+		i = liveConvWords - 1
+	}
+	for len(c.bits) <= i {
+		c.bits = append(c.bits, 0)
+		l.words++
+	}
+	c.bits[i] |= 1 << ((seq - c.lo) % 64)
+	if l.words > liveWords {
+		l.reset()
+	}
+}
+
+// reset forgets everything.
+func (l *liveTexts) reset() {
+	clear(l.convs)
+	l.words = 0
+}
+
+// count returns how many seqs are known live (for tests).
+func (l *liveTexts) count() int {
+	n := 0
+	for _, c := range l.convs {
+		for _, w := range c.bits {
+			n += bits.OnesCount64(w)
+		}
+	}
+	return n
+}
+
+// syncLive empties the set when another connection or process committed
+// since the writer last looked: it may have deleted what the set holds.
+// PRAGMA data_version moves for every commit but this connection's own.
+func (t *wtx) syncLive() error {
+	st, err := t.stmt(`PRAGMA data_version`)
+	if err != nil {
+		return err
+	}
+	var v int64
+	if err := st.QueryRowContext(t.ctx).Scan(&v); err != nil {
+		return err
+	}
+	if l := t.w.live; v != l.version {
+		l.reset()
+		l.version = v
+	}
+	return nil
+}
