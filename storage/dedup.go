@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -367,21 +368,8 @@ func (c *compactor) moveMem(ctx context.Context, keep int64) error {
 			if err != nil {
 				return err
 			}
-			st, err := t.stmt(`INSERT OR IGNORE INTO dedup_1 (conv, sender, cmid_hash, seq) VALUES (?, ?, ?, ?)`)
-			if err != nil {
+			if n, err = insertKeys(t, part); err != nil {
 				return err
-			}
-			n = 0
-			for _, e := range part {
-				res, err := st.ExecContext(t.ctx, e.k.conv, e.k.sender, e.k.hash, e.e.seq)
-				if err != nil {
-					return err
-				}
-				a, err := res.RowsAffected()
-				if err != nil {
-					return err
-				}
-				n += a
 			}
 			m.moveOut(part)
 			return nil
@@ -402,6 +390,51 @@ func (c *compactor) moveMem(ctx context.Context, keep int64) error {
 		m.raiseTo(upto)
 		return nil
 	})
+}
+
+// moveRows is how many keys one statement of insertKeys inserts. With a
+// statement per key, binding, stepping and resetting it were about a third
+// of a move's CPU, and a move's chunk holds up a batch of sends
+// (BENCHMARKS.md, "Session 11").
+const moveRows = 64
+
+// moveRowsSQL inserts moveRows keys into dedup_1.
+var moveRowsSQL = `INSERT OR IGNORE INTO dedup_1 (conv, sender, cmid_hash, seq) VALUES (?, ?, ?, ?)` + strings.Repeat(`, (?, ?, ?, ?)`, moveRows-1)
+
+// insertKeys inserts keys into dedup_1 and returns how many were not
+// there yet.
+func insertKeys(t *wtx, keys []memKeyed) (int64, error) {
+	many, err := t.stmt(moveRowsSQL)
+	if err != nil {
+		return 0, err
+	}
+	one, err := t.stmt(`INSERT OR IGNORE INTO dedup_1 (conv, sender, cmid_hash, seq) VALUES (?, ?, ?, ?)`)
+	if err != nil {
+		return 0, err
+	}
+	args := make([]any, 0, 4*moveRows)
+	var n int64
+	for len(keys) > 0 {
+		st, part := many, keys[:min(moveRows, len(keys))]
+		if len(part) < moveRows {
+			st, part = one, part[:1]
+		}
+		args = args[:0]
+		for _, e := range part {
+			args = append(args, e.k.conv, e.k.sender, e.k.hash, e.e.seq)
+		}
+		res, err := st.ExecContext(t.ctx, args...)
+		if err != nil {
+			return 0, err
+		}
+		a, err := res.RowsAffected()
+		if err != nil {
+			return 0, err
+		}
+		n += a
+		keys = keys[len(part):]
+	}
+	return n, nil
 }
 
 // moveLevel1 moves dedup_1's entries into dedup_2, a chunk per

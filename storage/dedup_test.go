@@ -592,3 +592,38 @@ func TestSettleDedupWaitsForTheJob(t *testing.T) {
 		t.Fatalf("after SettleDedup: levels %v (%d keys twice), want dedup_1 under %d and %d keys in all", sizes, twice, dedupLimits[1], backlog)
 	}
 }
+
+// TestInsertKeys: keys go into dedup_1 many to a statement and the rest
+// one by one; the count is of the keys that were not there yet, and a key
+// already there keeps its seq.
+func TestInsertKeys(t *testing.T) {
+	db, _ := openTest(t, Options{})
+	keys := make([]memKeyed, 3*moveRows+5)
+	for i := range keys {
+		keys[i] = memKeyed{k: dedupKey{1, 2, int64(i)}, e: memEntry{seq: int64(i) + 1}}
+	}
+	var first, second int64
+	err := db.w.exec(context.Background(), func(t *wtx) error {
+		var err error
+		if first, err = insertKeys(t, keys[moveRows+1:2*moveRows+3]); err != nil {
+			return err
+		}
+		again := append([]memKeyed(nil), keys...)
+		again[moveRows+1].e.seq = 999 // there already: not replaced
+		second, err = insertKeys(t, again)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != moveRows+2 || second != int64(len(keys))-first {
+		t.Fatalf("inserted %d then %d, want %d then %d", first, second, moveRows+2, int64(len(keys))-first)
+	}
+	var n, sum int64
+	if err := db.readers.QueryRow(`SELECT COUNT(*), SUM(seq) FROM dedup_1 WHERE conv = 1 AND sender = 2`).Scan(&n, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(len(keys)); n != want || sum != want*(want+1)/2 {
+		t.Fatalf("dedup_1 holds %d keys with seqs summing to %d, want %d and %d", n, sum, want, want*(want+1)/2)
+	}
+}

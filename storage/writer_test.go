@@ -378,3 +378,16 @@ func TestCheckpointerBackpressure(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWriterTempStoreInMemory: the writer's statement journals, which
+// hold pages as they were before an erasing statement, never go to a file.
+func TestWriterTempStoreInMemory(t *testing.T) {
+	db, _ := openTest(t, Options{})
+	var mode int
+	err := db.w.exec(context.Background(), func(t *wtx) error {
+		return t.QueryRowContext(t.ctx, `PRAGMA temp_store`).Scan(&mode)
+	})
+	if err != nil || mode != 2 {
+		t.Fatalf("temp_store %d (%v), want 2 (memory)", mode, err)
+	}
+}
