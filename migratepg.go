@@ -129,9 +129,11 @@ func migrateToPostgres(ctx context.Context, from, to string, out io.Writer) erro
 			}
 			// A column the target lacks may only be empty (or derived:
 			// the search index's document numbers, the arrival order of
-			// SQLite's rows, the words an edit left in SQLite's index;
-			// PostgreSQL indexes the current body).
-			if table == "messages" && (c == "doc" || c == "id" || c == "stale") {
+			// SQLite's rows, the words an edit left in SQLite's index,
+			// PostgreSQL indexing the current body; the mutation counts,
+			// PostgreSQL keeping its mutations in uncounted, below).
+			if table == "messages" && (c == "doc" || c == "id" || c == "stale" || c == "muts") ||
+				table == "conversations" && c == "muts" {
 				continue
 			}
 			var n int64
@@ -158,6 +160,12 @@ func migrateToPostgres(ctx context.Context, from, to string, out io.Writer) erro
 		copies = append(copies, tableCopy{table, both, n})
 	}
 	if err := checkCopy(ctx, stx, ptx, copies); err != nil {
+		return err
+	}
+	// SQLite counts its mutations on their rows (storage/muts.go) and
+	// keeps only the older ones in uncounted; PostgreSQL keeps them all
+	// there, so that unread leaves them out.
+	if _, err := ptx.Exec(ctx, `INSERT INTO uncounted (conv_id, seq) SELECT conv_id, seq FROM messages WHERE target IS NOT NULL ON CONFLICT DO NOTHING`); err != nil {
 		return err
 	}
 	// The search vectors are cut from the copied bodies by the store's

@@ -364,7 +364,9 @@ func (db *DB) Roster(ctx context.Context, conv string) (chat.Roster, error) {
 // entrySelect reads users' conversation entries. The entry's version is the
 // member row's, or the conversation's while the user is a member; ?1 is the
 // user. Unread counts the seqs past the read marker but the uncounted ones
-// (mutations, deleted messages: few); last_message is the newest text
+// (deleted messages, few) and the mutations, the difference of two counts
+// (muts.go), looked up only where something is unread; last_message is
+// the newest text
 // message still there; mentions counts the unread ones that mention the
 // user.
 const entrySelect = `SELECT c.id, c.kind, c.name, c.members_count, m.role, m.min_seq, m.max_seq,
@@ -373,7 +375,12 @@ const entrySelect = `SELECT c.id, c.kind, c.name, c.members_count, m.role, m.min
 	pu.id, pu.username, pu.display_name,
 	lm.seq, lu.id, lm.client_msg_id, lm.kind, lm.body, lm.ts, lm.reply_to, lm.mentions, lm.edited_at,
 	(SELECT COUNT(*) FROM uncounted un WHERE un.conv_id = c.id
-		AND un.seq > MAX(m.read_seq, m.min_seq - 1) AND un.seq <= COALESCE(m.max_seq, c.max_seq)),
+		AND un.seq > MAX(m.read_seq, m.min_seq - 1) AND un.seq <= COALESCE(m.max_seq, c.max_seq))
+	+ CASE WHEN COALESCE(m.max_seq, c.max_seq) <= MAX(m.read_seq, m.min_seq - 1) OR c.muts = 0 THEN 0 ELSE
+		CASE WHEN m.max_seq IS NULL THEN c.muts ELSE COALESCE((SELECT h.muts FROM messages h WHERE h.conv = ck.key
+			AND h.seq <= m.max_seq ORDER BY h.seq DESC LIMIT 1), 0) END
+		- COALESCE((SELECT l.muts FROM messages l WHERE l.conv = ck.key
+			AND l.seq <= MAX(m.read_seq, m.min_seq - 1) ORDER BY l.seq DESC LIMIT 1), 0) END,
 	(SELECT COUNT(*) FROM mentions mn WHERE mn.user_id = m.user_id AND mn.conv_id = c.id
 		AND mn.seq > MAX(m.read_seq, m.min_seq - 1) AND mn.seq <= COALESCE(m.max_seq, c.max_seq)),
 	m.muted_until

@@ -111,10 +111,11 @@ func (l *liveTexts) count() int {
 	return n
 }
 
-// syncLive empties the set when another connection or process committed
-// since the writer last looked: it may have deleted what the set holds.
+// syncOthers forgets what the writer remembers of the file (the live set,
+// the mutation counts) when another connection or process committed since
+// it last looked: it may have deleted a message or stored a mutation.
 // PRAGMA data_version moves for every commit but this connection's own.
-func (t *wtx) syncLive() error {
+func (t *wtx) syncOthers() error {
 	st, err := t.stmt(`PRAGMA data_version`)
 	if err != nil {
 		return err
@@ -126,6 +127,7 @@ func (t *wtx) syncLive() error {
 	if l := t.w.live; v != l.version {
 		l.reset()
 		l.version = v
+		clear(t.w.muts)
 	}
 	return nil
 }

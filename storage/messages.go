@@ -64,12 +64,16 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 			return err
 		}
 	} else {
-		ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, doc, id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		muts, err := t.mutsFor(c, m.Kind)
+		if err != nil {
+			return err
+		}
+		ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, doc, id, muts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
 		a := &t.w.insertArgs
-		a[0].Value, a[1].Value, a[2].Value, a[3].Value, a[4].Value, a[5].Value, a[6].Value, a[7].Value, a[8].Value, a[9].Value = j.sender.convKey, m.Seq, j.sender.userKey, h, m.ClientMsgID, m.Kind, m.Body, m.TS, nullInt(doc), id
+		a[0].Value, a[1].Value, a[2].Value, a[3].Value, a[4].Value, a[5].Value, a[6].Value, a[7].Value, a[8].Value, a[9].Value, a[10].Value = j.sender.convKey, m.Seq, j.sender.userKey, h, m.ClientMsgID, m.Kind, m.Body, m.TS, nullInt(doc), id, muts
 		_, err = ins.exec.ExecContext(t.ctx, a[:])
 		for i := range a {
 			a[i].Value = nil // keep no message alive
@@ -195,6 +199,7 @@ func unstore(t *wtx, j *job, m *chat.Message) error {
 	if _, err = st.ExecContext(t.ctx, j.sender.convKey, m.Seq); err != nil {
 		return err
 	}
+	j.conv.muts-- // it was counted (mutsFor)
 	// Its slot, the hash's first, was claimed in this transaction: it
 	// is in the level in memory, not yet committed.
 	return dedupUnclaim(t, j.sender.convKey, j.sender.userKey, cmidHash(m.ClientMsgID))
@@ -279,7 +284,7 @@ func (w *writer) finishMessages(t *wtx) error {
 	if len(t.touched) == 0 {
 		return nil
 	}
-	conv, err := t.stmt(`UPDATE conversations SET max_seq = ?, version = ? WHERE id = ?`)
+	conv, err := t.stmt(`UPDATE conversations SET max_seq = ?, version = ?, muts = ? WHERE id = ?`)
 	if err != nil {
 		return err
 	}
@@ -289,7 +294,7 @@ func (w *writer) finishMessages(t *wtx) error {
 		if err != nil {
 			return err
 		}
-		if _, err := conv.ExecContext(t.ctx, c.max, v, c.id); err != nil {
+		if _, err := conv.ExecContext(t.ctx, c.max, v, c.muts, c.id); err != nil {
 			return err
 		}
 	}

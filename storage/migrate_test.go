@@ -79,7 +79,7 @@ func TestMigrateFormerMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`DROP INDEX members_former`, `DELETE FROM schema_migrations WHERE version >= 13`} {
+	for _, q := range []string{`DROP INDEX members_former`, `DELETE FROM schema_migrations WHERE version = 13`} {
 		if _, err := raw.Exec(q); err != nil {
 			t.Fatal(err)
 		}

@@ -175,13 +175,17 @@ func insertSlots(t *wtx, j *job, m *chat.Message, doc int64, slots []int64) (boo
 
 // insertRow stores m's row, of id, under slot h, which it has claimed.
 func insertRow(t *wtx, j *job, m *chat.Message, doc, h, id int64) error {
-	ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, doc, id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	muts, err := t.mutsFor(j.conv, m.Kind)
+	if err != nil {
+		return err
+	}
+	ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, doc, id, muts)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
 	_, err = ins.ExecContext(t.ctx, j.sender.convKey, m.Seq, j.sender.userKey, h, m.ClientMsgID, m.Kind, m.Body, m.TS,
-		nullInt(m.Target), nullString(m.Emoji), nullBool(m.On), nullInt(m.ReplyTo), nullString(strings.Join(m.Mentions, " ")), nullInt(doc), id)
+		nullInt(m.Target), nullString(m.Emoji), nullBool(m.On), nullInt(m.ReplyTo), nullString(strings.Join(m.Mentions, " ")), nullInt(doc), id, muts)
 	return err
 }
 
@@ -190,10 +194,8 @@ func (w *writer) applyExtras(t *wtx, j *job, m *chat.Message, tg target) error {
 	if m.Kind == chat.KindText {
 		return addMentions(t, m.Conv, m.Seq, m.Mentions)
 	}
-	// A mutation is not a message unread counts.
-	if err := uncount(t, m.Conv, m.Seq); err != nil {
-		return err
-	}
+	// A mutation is not a message unread counts: its row's count of
+	// mutations (muts.go) says so.
 	switch m.Kind {
 	case chat.KindEdit:
 		if err := touchFormer(t, m.Conv, m.Target); err != nil {

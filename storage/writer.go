@@ -26,13 +26,16 @@ type writer struct {
 	dc    any       // the driver connection under conn
 	stmts map[string]*wstmt
 	// insertArgs is reused by every insert of a message.
-	insertArgs [10]driver.NamedValue
+	insertArgs [11]driver.NamedValue
 	ftsArgs    [2]driver.NamedValue
 
 	seqs seqSource
 	keys *keyCache  // text ids <-> integer keys (keys.go)
 	mem  *memLevel  // the dedup level in memory (dedup_mem.go)
 	live *liveTexts // seqs known to hold live text messages (live.go)
+	// muts holds the conversations' mutation counts as committed, by key
+	// (muts.go).
+	muts map[int64]int64
 	// filters rule out keys of the dedup levels on file (dedup_filter.go).
 	filters filters
 	ckpt    *checkpointer
@@ -85,6 +88,7 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, keys *keyCache, 
 		keys:  keys,
 		mem:   mem,
 		live:  newLiveTexts(),
+		muts:  make(map[int64]int64),
 		ckpt:  ckpt,
 		opts:  opts,
 		queue: batch.New[*job](opts.BatchSize, opts.BatchDelay, errClosed),
@@ -237,6 +241,9 @@ func (w *writer) run(batch []*job) []*job {
 	for _, k := range t.liveAdds {
 		w.live.add(k[0], k[1])
 	}
+	for _, c := range t.touched {
+		w.muts[c.key] = c.muts
+	}
 	w.commits.Add(1)
 	w.walPages.Add(int64(frames))
 	// Freed attachment bytes go once the commit that freed them is in.
@@ -284,7 +291,7 @@ func (w *writer) runTx(dc driverConn, batch []*job) (*wtx, []*job, error) {
 	if _, err := dc.ExecContext(ctx, "BEGIN IMMEDIATE", nil); err != nil {
 		return t, batch, err
 	}
-	if err := t.syncLive(); err != nil {
+	if err := t.syncOthers(); err != nil {
 		return t, batch, t.rollback(err)
 	}
 	// Rounds: the jobs queued while a round runs make the next one, until

@@ -65,6 +65,8 @@ type convTx struct {
 	max      int64    // largest seq appended, 0 for none
 	stored   int64    // max as last written to conversations.max_seq
 	kindName string   // direct or group, read when a mutation needs it
+	muts     int64    // count of mutations so far (muts.go), once mutsRead
+	mutsRead bool
 }
 
 // senderTx is one (conversation, sender) pair of a transaction.
