@@ -133,7 +133,7 @@ func migrateToPostgres(ctx context.Context, from, to string, out io.Writer) erro
 			// PostgreSQL indexing the current body; the mutation counts,
 			// PostgreSQL keeping its mutations in uncounted, below).
 			if table == "messages" && (c == "doc" || c == "id" || c == "stale" || c == "muts") ||
-				table == "conversations" && c == "muts" {
+				table == "conversations" && (c == "muts" || c == "muts_cut") {
 				continue
 			}
 			var n int64

@@ -378,9 +378,9 @@ const entrySelect = `SELECT c.id, c.kind, c.name, c.members_count, m.role, m.min
 		AND un.seq > MAX(m.read_seq, m.min_seq - 1) AND un.seq <= COALESCE(m.max_seq, c.max_seq))
 	+ CASE WHEN COALESCE(m.max_seq, c.max_seq) <= MAX(m.read_seq, m.min_seq - 1) OR c.muts = 0 THEN 0 ELSE
 		CASE WHEN m.max_seq IS NULL THEN c.muts ELSE COALESCE((SELECT h.muts FROM messages h WHERE h.conv = ck.key
-			AND h.seq <= m.max_seq ORDER BY h.seq DESC LIMIT 1), 0) END
+			AND h.seq <= m.max_seq ORDER BY h.seq DESC LIMIT 1), c.muts_cut) END
 		- COALESCE((SELECT l.muts FROM messages l WHERE l.conv = ck.key
-			AND l.seq <= MAX(m.read_seq, m.min_seq - 1) ORDER BY l.seq DESC LIMIT 1), 0) END,
+			AND l.seq <= MAX(m.read_seq, m.min_seq - 1) ORDER BY l.seq DESC LIMIT 1), c.muts_cut) END,
 	(SELECT COUNT(*) FROM mentions mn WHERE mn.user_id = m.user_id AND mn.conv_id = c.id
 		AND mn.seq > MAX(m.read_seq, m.min_seq - 1) AND mn.seq <= COALESCE(m.max_seq, c.max_seq)),
 	m.muted_until

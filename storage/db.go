@@ -161,11 +161,8 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	// with SQLite's default of 2 MiB it spilled pages to the WAL in the
 	// middle of transactions and reread index pages from the file.
 	// secure_delete zeroes what a delete or an overwrite frees, so that an
-	// erased message body is gone from the file, not just unlinked; and
-	// the statement journals (a function job's savepoint, a multi-row
-	// statement), which hold what the pages were before, stay in memory
-	// instead of a temporary file on disk (and cost no write calls).
-	writerDSN := dsn("&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=cache_size(-" + strconv.Itoa(opts.CacheKiB) + ")&_pragma=secure_delete(1)&_pragma=temp_store(MEMORY)")
+	// erased message body is gone from the file, not just unlinked.
+	writerDSN := dsn("&_txlock=immediate&_pragma=wal_autocheckpoint(0)&_pragma=cache_size(-" + strconv.Itoa(opts.CacheKiB) + ")&_pragma=secure_delete(1)")
 	if opts.Synchronous != "NORMAL" && !opts.PipelinedSync {
 		// Every commit syncs the WAL: its frames may be gathered and
 		// written with one call (walbuf.go).

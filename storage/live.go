@@ -12,10 +12,13 @@ import "math/bits"
 // outside the window, sends the check to the row as before, which also
 // gives the refusal its exact reason. So the set may forget anything at
 // any time, and it does whenever it could be wrong:
-//   - a bit is set once its message has committed (added), so a rolled
-//     back transaction leaves none for a seq that is then handed out again;
+//   - a bit is set once its message has committed (liveTx.added), so a
+//     rolled back transaction leaves none for a seq that is then handed
+//     out again;
 //   - a delete clears its target's bit at once, in its transaction, so a
-//     reaction later in the same batch is checked against the row;
+//     reaction later in the same batch is checked against the row, and
+//     again after the commit, over the bit of a text appended in the same
+//     transaction;
 //   - retention, the only other statement that removes a text message,
 //     empties it (a membership change leaves it: the sender's visible
 //     range is read in the transaction and checked before the set);
@@ -91,6 +94,41 @@ func (l *liveTexts) add(conv, seq int64) {
 	c.bits[i] |= 1 << ((seq - c.lo) % 64)
 	if l.words > liveWords {
 		l.reset()
+	}
+}
+
+// liveTx is what one transaction does to the live set: the texts it
+// appended, set after its commit, and what it took out, taken out at once
+// and again after those.
+type liveTx struct {
+	added   [][2]int64 // (conversation key, seq)
+	removed [][2]int64
+	emptied bool // retention removed messages
+}
+
+// forget clears seq of conv now and after the commit.
+func (x *liveTx) forget(l *liveTexts, conv, seq int64) {
+	l.forget(conv, seq)
+	x.removed = append(x.removed, [2]int64{conv, seq})
+}
+
+// reset empties the set now and after the commit.
+func (x *liveTx) reset(l *liveTexts) {
+	l.reset()
+	x.emptied = true
+}
+
+// committed applies t's changes once it has committed.
+func (l *liveTexts) committed(t *wtx) {
+	if t.live.emptied {
+		l.reset()
+		return
+	}
+	for _, k := range t.live.added {
+		l.add(k[0], k[1])
+	}
+	for _, k := range t.live.removed {
+		l.forget(k[0], k[1])
 	}
 }
 

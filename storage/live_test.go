@@ -186,3 +186,65 @@ func keyOf(t *testing.T, db *DB, id string) int64 {
 	}
 	return k
 }
+
+// TestLiveTextsGoneInTheirTransaction: a text appended and then deleted, or
+// removed by retention, in the same transaction is not live after it.
+func TestLiveTextsGoneInTheirTransaction(t *testing.T) {
+	ctx := context.Background()
+	var now atomic.Int64
+	db, _ := openTest(t, Options{Clock: func() int64 { return now.Add(1) }})
+	if err := db.CreateGroup(ctx, "g", "g", "u", []string{"v"}); err != nil {
+		t.Fatal(err)
+	}
+	liveSends(t, db, "g", 1)
+	// hold runs a function job that waits: what is queued meanwhile
+	// joins its transaction.
+	hold := func() (release func()) {
+		started, block := make(chan struct{}), make(chan struct{})
+		go db.w.exec(ctx, func(*wtx) error { close(started); <-block; return nil })
+		<-started
+		return func() { close(block) }
+	}
+	on := true
+	release := hold()
+	text := db.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "x", Kind: chat.KindText, Body: "gone at once"})
+	del := db.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "xd", Kind: chat.KindDelete, Target: 2})
+	release()
+	if m, _, err := text(); err != nil || m.Seq != 2 {
+		t.Fatalf("text: seq %d, %v; want 2", m.Seq, err)
+	}
+	if _, _, err := del(); err != nil {
+		t.Fatal(err)
+	}
+	if db.w.live.has(keyOf(t, db, "g"), 2) {
+		t.Fatal("a text deleted in its own transaction is known live")
+	}
+	_, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "v", ClientMsgID: "r1", Kind: chat.KindReaction, Target: 2, Emoji: "+1", On: &on})()
+	if chat.ErrorCode(err) != chat.EConflict {
+		t.Fatalf("reaction to the deleted text: %v, want conflict", err)
+	}
+
+	release = hold()
+	text = db.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "y", Kind: chat.KindText, Body: "retained briefly"})
+	done := make(chan error, 1)
+	go func() {
+		_, err := db.DeleteBefore(ctx, time.UnixMilli(now.Load()+1000))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // retention's job queues behind the text
+	release()
+	m, _, err := text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if db.w.live.count() != 0 {
+		t.Fatalf("%d texts known live after retention removed them all", db.w.live.count())
+	}
+	_, _, err = db.Append(ctx, chat.Message{Conv: "g", From: "v", ClientMsgID: "r2", Kind: chat.KindReaction, Target: m.Seq, Emoji: "+1", On: &on})()
+	if chat.ErrorCode(err) != chat.ENotFound {
+		t.Fatalf("reaction to the text retention removed: %v, want not_found", err)
+	}
+}

@@ -110,7 +110,7 @@ func (w *writer) appended(t *wtx, j *job, m chat.Message) {
 	c.max = m.Seq
 	j.sender.max = m.Seq
 	if m.Kind == chat.KindText {
-		t.liveAdds = append(t.liveAdds, [2]int64{c.key, m.Seq})
+		t.live.added = append(t.live.added, [2]int64{c.key, m.Seq})
 	}
 	t.committed = append(t.committed, m)
 	m.Origin = ""

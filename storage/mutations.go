@@ -289,7 +289,7 @@ func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
 // are zeroed in the database file; the WAL frames that still hold them go
 // at the next truncating checkpoint (DB.Close).
 func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
-	w.live.forget(j.conv.key, m.Target)
+	t.live.forget(w.live, j.conv.key, m.Target)
 	st, err := t.stmt(`UPDATE messages SET body = '', deleted = 1, mentions = NULL, doc = NULL, stale = NULL WHERE conv = ? AND seq = ?`)
 	if err != nil {
 		return err

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/imserver/imserver/chat"
 	"github.com/imserver/imserver/internal/redistest"
@@ -66,6 +68,7 @@ func TestMutationCountsAcrossTheMigration(t *testing.T) {
 		`INSERT INTO uncounted (conv_id, seq) SELECT 'g', seq FROM messages WHERE target IS NOT NULL`,
 		`ALTER TABLE messages DROP COLUMN muts`,
 		`ALTER TABLE conversations DROP COLUMN muts`,
+		`ALTER TABLE conversations DROP COLUMN muts_cut`,
 		`DELETE FROM schema_migrations WHERE version = 14`,
 	} {
 		if _, err := raw.Exec(q); err != nil {
@@ -151,5 +154,55 @@ func TestMutationCountsOfTwoProcesses(t *testing.T) {
 	var muts int64
 	if err := a.readers.QueryRow(`SELECT muts FROM conversations WHERE id = 'g'`).Scan(&muts); err != nil || muts != 3 {
 		t.Fatalf("the conversation's count: %d (%v), want 3", muts, err)
+	}
+}
+
+// TestMutationCountsAfterRetention: retention deletes the rows at and
+// below a read marker, and the whole history of a quiet group; the
+// mutations it deleted are not subtracted from what comes after.
+func TestMutationCountsAfterRetention(t *testing.T) {
+	ctx := context.Background()
+	var now atomic.Int64
+	db, _ := openTest(t, Options{Clock: func() int64 { return now.Add(1) }})
+	if err := db.CreateGroup(ctx, "g", "g", "u", []string{"v"}); err != nil {
+		t.Fatal(err)
+	}
+	t1 := send(t, db, textMsg("u", "t1"))
+	send(t, db, reactMsg("u", "r1", t1))
+	send(t, db, reactMsg("v", "r2", t1))
+	t2 := send(t, db, textMsg("u", "t2"))
+	if _, _, err := db.SetRead(ctx, "g", "v", t2); err != nil {
+		t.Fatal(err)
+	}
+	cut := now.Load() + 1
+	send(t, db, textMsg("u", "t3"))
+	t4 := send(t, db, textMsg("u", "t4"))
+	if got := unread(t, db, "v"); got != 2 {
+		t.Fatalf("v's unread before retention: %d, want 2", got)
+	}
+	if n, err := db.DeleteBefore(ctx, time.UnixMilli(cut)); err != nil || n != 4 {
+		t.Fatalf("retention deleted %d (%v), want 4", n, err)
+	}
+	if got := unread(t, db, "v"); got != 2 {
+		t.Errorf("v's unread after retention deleted its read marker's row: %d, want 2", got)
+	}
+	// v reads all; the whole history goes; v, and a member who joins
+	// then, count only what comes after.
+	if _, _, err := db.SetRead(ctx, "g", "v", t4); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.DeleteBefore(ctx, time.UnixMilli(now.Load()+1)); err != nil || n != 2 {
+		t.Fatalf("retention deleted %d (%v), want 2", n, err)
+	}
+	if _, err := db.AddMembers(ctx, "g", []string{"w"}); err != nil {
+		t.Fatal(err)
+	}
+	t5 := send(t, db, textMsg("u", "t5"))
+	send(t, db, reactMsg("u", "r3", t5))
+	send(t, db, textMsg("u", "t6"))
+	for user, want := range map[string]int64{"w": 2, "v": 2} {
+		if got := unread(t, db, user); got != want {
+			t.Errorf("%s's unread after the history went: %d, want %d", user, got, want)
+		}
 	}
 }

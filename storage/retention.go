@@ -145,8 +145,13 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 				if err := dedupForget(t, key, last); err != nil {
 					return err
 				}
-				// The writer's live set may hold some of them (live.go).
-				t.w.live.reset()
+				// The writer's live set may hold some of them (live.go);
+				// the count of mutations at the cut stays (muts.go).
+				t.live.reset(t.w.live)
+				if _, err := t.ExecContext(t.ctx, `UPDATE conversations SET muts_cut = COALESCE((SELECT muts FROM messages
+					WHERE conv = ?1 AND seq <= ?2 AND muts IS NOT NULL ORDER BY seq DESC LIMIT 1), muts_cut) WHERE id = ?3`, key, last, conv); err != nil {
+					return err
+				}
 				if _, err := t.ExecContext(t.ctx, `DELETE FROM messages WHERE conv = ? AND seq <= ?`, key, last); err != nil {
 					return err
 				}

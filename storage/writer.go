@@ -81,6 +81,15 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, keys *keyCache, 
 	if err != nil {
 		return nil, err
 	}
+	// The writer's statement journals (a function job's savepoint, a
+	// multi-row statement), which hold what pages were before an erasing
+	// statement, stay in memory instead of a temporary file on disk. Not
+	// for the migrations, run before on this connection: a copy
+	// migration's DROP TABLE journals the whole table.
+	if _, err := conn.ExecContext(ctx, `PRAGMA temp_store = MEMORY`); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	w := &writer{
 		conn:  conn,
 		stmts: make(map[string]*wstmt),
@@ -238,8 +247,9 @@ func (w *writer) run(batch []*job) []*job {
 	}
 	w.keys.addAll(t.keys) // committed now
 	w.mem.commit(&t.memTx)
-	for _, k := range t.liveAdds {
-		w.live.add(k[0], k[1])
+	w.live.committed(t)
+	if len(w.muts) > mutsKept {
+		clear(w.muts)
 	}
 	for _, c := range t.touched {
 		w.muts[c.key] = c.muts

@@ -49,7 +49,7 @@ type wtx struct {
 	touched   []*convTx               // conversations appended to, in commit order
 	senders   map[[2]string]*senderTx // (conv, sender) pairs that sent
 	committed []chat.Message          // appended, in order
-	liveAdds  [][2]int64              // (conversation key, seq) of the texts appended (live.go)
+	live      liveTx                  // what the transaction does to the live set (live.go)
 	freed     []string                // file contents whose last row was deleted
 	keys      map[string]int64        // keys made or read, not yet committed (keys.go)
 	memTx     memTx                   // changes to the dedup level in memory (dedup_mem.go)

@@ -7,5 +7,9 @@
 -- difference of two counts. uncounted keeps the deleted messages, and the
 -- mutations stored before this migration (their rows have no muts: none
 -- of the counted mutations comes before them).
+--
+-- Retention deletes a conversation's oldest rows; muts_cut keeps the
+-- count at its cut, the count of any seq whose rows are gone.
 ALTER TABLE messages ADD COLUMN muts INTEGER;
 ALTER TABLE conversations ADD COLUMN muts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conversations ADD COLUMN muts_cut INTEGER NOT NULL DEFAULT 0;
