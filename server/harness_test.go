@@ -59,6 +59,7 @@ type testServer struct {
 	storeName string
 	metrics   *server.Metrics
 	files     *server.Files
+	srv       *server.Server
 	// filesDir is where a server on PostgreSQL keeps uploads.
 	filesDir string
 
@@ -143,6 +144,7 @@ func (ts *testServer) start() {
 	}
 	scfg.Files = files
 	srv := server.New(scfg, svc, hub, metrics, nil, map[string]server.Pinger{dbName: db.Ping}, log)
+	ts.srv = srv
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		files.Close()

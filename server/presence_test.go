@@ -121,6 +121,12 @@ func TestPresenceNewContacts(t *testing.T) {
 	ts := newServer(t)
 	alice, bob, carol, dave := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol"), ts.register(t, "dave")
 	wa, wb, wc := alice.dial(t, "alice"), bob.dial(t, "bob"), carol.dial(t, "carol")
+	// Each session's opening tells its contacts (none yet) in the
+	// background; one that ran late would tell the contacts made below a
+	// second time.
+	for _, u := range []*account{alice, bob, carol} {
+		ts.waitPresenceSettled(t, u.ID())
+	}
 
 	alice.direct(t, bob)
 	wa.next(t, "bob online to alice", presenceOf(bob.ID(), true))
@@ -147,9 +153,7 @@ func TestPresenceNewContacts(t *testing.T) {
 
 	// People who are contacts already are not told again when they come
 	// to share one more conversation: a direct of two group members, a
-	// second group, members added to it. (Counted from here: a session's
-	// own "online", sent as it opens, may cross the first introduction
-	// above and be heard twice.)
+	// second group, members added to it.
 	heard := map[*wsClient]int{}
 	for _, w := range []*wsClient{wa, wb, wc} {
 		heard[w] = len(w.received(ofType("presence")))
@@ -198,5 +202,18 @@ func TestPresenceQuickReturn(t *testing.T) {
 		if states[i] == states[i-1] {
 			t.Fatalf("bob heard alice's presence %v: the same state twice in a row", states)
 		}
+	}
+}
+
+// waitPresenceSettled waits until the server has told user's contacts its
+// presence as it is now.
+func (ts *testServer) waitPresenceSettled(t *testing.T, user string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ts.srv.PresenceSettled(user) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the presence of %s did not settle", user)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
