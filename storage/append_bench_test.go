@@ -188,3 +188,86 @@ func benchTeamMix(b *testing.B, team bool) {
 	b.ReportMetric(float64(db.w.walPages.Load()-pages0)/float64(b.N), "pages/msg")
 	b.ReportMetric(float64(writeCalls(b)-calls0)/float64(b.N), "writes/msg")
 }
+
+// BenchmarkAppendMutationKinds prices each kind of mutation on its own:
+// in each sub-benchmark one send in seven is of that kind (the team mix's
+// share of mutations), the rest plain text, from 300 appends in flight
+// into 100 groups (commits of a few hundred, as the send scenario's), each
+// group holding 100 texts to target first. "team" is the mix itself.
+// Compare a kind's cpu-ns/msg and pages/msg with "none".
+func BenchmarkAppendMutationKinds(b *testing.B) {
+	for _, kind := range []string{"none", "reaction", "edit", "delete", "reply", "team"} {
+		b.Run(kind, func(b *testing.B) { benchMutationKind(b, kind) })
+	}
+}
+
+func benchMutationKind(b *testing.B, kind string) {
+	const groups, targets = 100, 100
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(b.TempDir(), "bench.db"), Options{Synchronous: "FULL"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	convs := make([]string, groups)
+	for i := range convs {
+		convs[i] = fmt.Sprintf("g%03d", i)
+		if err := db.CreateGroup(ctx, convs[i], convs[i], "u", nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	body := func(i int64) string { return fmt.Sprintf("%d %s", i, "the quick brown fox jumps over the lazy dog") }
+	var pend []chat.Pending
+	for i := range int64(targets * groups) {
+		pend = append(pend, db.Append(ctx, chat.Message{Conv: convs[i%groups], From: "u", ClientMsgID: fmt.Sprint("t", i), Kind: chat.KindText, Body: body(i)}))
+	}
+	for _, p := range pend {
+		if _, _, err := p(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var n, deletes atomic.Int64
+	b.SetParallelism(150)
+	b.ResetTimer()
+	cpu0, pages0, commits0 := cpuTime(), db.w.walPages.Load(), db.w.commits.Load()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			m := chat.Message{Conv: convs[i%groups], From: "u", ClientMsgID: fmt.Sprint(i), Kind: chat.KindText, Body: body(i)}
+			target := 1 + (i/groups)%targets
+			k := kind
+			switch r := i % 100; {
+			case kind == "team" && r < 10:
+				k = "reaction"
+			case kind == "team" && r < 13:
+				k = "edit"
+			case kind == "team" && r == 13:
+				k = "delete"
+			case kind == "team" || r >= 14:
+				k = "none"
+			}
+			switch k {
+			case "reaction":
+				on := (i/groups/targets)%2 == 0
+				m.Kind, m.Body, m.Target, m.Emoji, m.On = chat.KindReaction, "", target, "+1", &on
+			case "edit":
+				m.Kind, m.Target = chat.KindEdit, target
+			case "delete":
+				d := deletes.Add(1)
+				if d > targets*groups {
+					break // every target deleted: a text instead
+				}
+				m.Conv, m.Kind, m.Body, m.Target = convs[(d-1)%groups], chat.KindDelete, "", 1+(d-1)/groups
+			case "reply":
+				m.ReplyTo = target
+			}
+			if _, _, err := db.Append(ctx, m)(); err != nil && chat.ErrorCode(err) != chat.EConflict {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/msg")
+	b.ReportMetric(float64(db.w.walPages.Load()-pages0)/float64(b.N), "pages/msg")
+	b.ReportMetric(float64(b.N)/float64(max(1, db.w.commits.Load()-commits0)), "msgs/commit")
+}
