@@ -1,7 +1,5 @@
 package storage
 
-import "math/bits"
-
 // liveTexts is the writer's memory of which seqs hold a text message that
 // is not deleted, one bit per seq of each conversation it appended to. A
 // reaction or a reply must find its target a live text; with the bit set
@@ -25,9 +23,8 @@ import "math/bits"
 //   - a transaction that finds the database changed by another connection
 //     or process (PRAGMA data_version) starts from an empty set.
 type liveTexts struct {
-	convs   map[int64]*liveConv // by conversation key
-	words   int                 // bits words held in all
-	version int64               // data_version when last checked
+	convs map[int64]*liveConv // by conversation key
+	words int                 // bits words held in all
 }
 
 // liveConv holds the bits of one conversation from seq lo on.
@@ -138,17 +135,6 @@ func (l *liveTexts) reset() {
 	l.words = 0
 }
 
-// count returns how many seqs are known live (for tests).
-func (l *liveTexts) count() int {
-	n := 0
-	for _, c := range l.convs {
-		for _, w := range c.bits {
-			n += bits.OnesCount64(w)
-		}
-	}
-	return n
-}
-
 // syncOthers forgets what the writer remembers of the file (the live set,
 // the mutation counts) when another connection or process committed since
 // it last looked: it may have deleted a message or stored a mutation.
@@ -162,10 +148,10 @@ func (t *wtx) syncOthers() error {
 	if err := st.QueryRowContext(t.ctx).Scan(&v); err != nil {
 		return err
 	}
-	if l := t.w.live; v != l.version {
-		l.reset()
-		l.version = v
-		clear(t.w.muts)
+	if w := t.w; v != w.dataVersion {
+		w.live.reset()
+		clear(w.muts)
+		w.dataVersion = v
 	}
 	return nil
 }

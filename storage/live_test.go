@@ -2,14 +2,11 @@ package storage
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/imserver/imserver/chat"
-	"github.com/imserver/imserver/internal/redistest"
 )
 
 func TestLiveTextsWindow(t *testing.T) {
@@ -66,22 +63,18 @@ func TestLiveTextsAnswerReactions(t *testing.T) {
 	if err := db.CreateGroup(ctx, "g", "g", "u", []string{"v"}); err != nil {
 		t.Fatal(err)
 	}
-	seqs := liveSends(t, db, "g", 3)
+	seqs := texts(t, db, 3)
 	if got := db.w.live.count(); got != 3 {
 		t.Fatalf("%d texts known live after 3 sends, want 3", got)
 	}
-	on := true
-	react := func(id string, target int64) error {
-		_, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "v", ClientMsgID: id, Kind: chat.KindReaction, Target: target, Emoji: "+1", On: &on})()
-		return err
-	}
+	react := func(id string, target int64) error { return try(db, reactMsg("v", id, target)) }
 	if err := react("r1", seqs[0]); err != nil {
 		t.Fatal(err)
 	}
 	// A delete and a reaction to its target in one batch: the reaction
 	// is refused as deleted.
-	del := db.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "d1", Kind: chat.KindDelete, Target: seqs[1]})
-	r2 := db.Append(ctx, chat.Message{Conv: "g", From: "v", ClientMsgID: "r2", Kind: chat.KindReaction, Target: seqs[1], Emoji: "+1", On: &on})
+	del := db.Append(ctx, deleteMsg("u", "d1", seqs[1]))
+	r2 := db.Append(ctx, reactMsg("v", "r2", seqs[1]))
 	if _, _, err := del(); err != nil {
 		t.Fatal(err)
 	}
@@ -119,30 +112,16 @@ func TestLiveTextsAnswerReactions(t *testing.T) {
 // check, so a reaction to the deleted message is refused.
 func TestLiveTextsOtherProcess(t *testing.T) {
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	path := filepath.Join(t.TempDir(), "two.db")
-	open := func() *DB {
-		db, err := Open(ctx, path, Options{Redis: rdb, RedisPrefix: "live"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	a, b := open(), open()
+	a, b := openShared(t)
 	if err := a.CreateGroup(ctx, "g", "g", "u", []string{"v"}); err != nil {
 		t.Fatal(err)
 	}
-	seqs := liveSends(t, a, "g", 2)
+	seqs := texts(t, a, 2)
 	if !a.w.live.has(keyOf(t, a, "g"), seqs[0]) {
 		t.Fatal("a's own text is not known live to it")
 	}
-	if _, _, err := b.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "del", Kind: chat.KindDelete, Target: seqs[0]})(); err != nil {
-		t.Fatal(err)
-	}
-	on := true
-	_, _, err := a.Append(ctx, chat.Message{Conv: "g", From: "v", ClientMsgID: "r", Kind: chat.KindReaction, Target: seqs[0], Emoji: "+1", On: &on})()
-	if chat.ErrorCode(err) != chat.EConflict {
+	send(t, b, deleteMsg("u", "del", seqs[0]))
+	if err := try(a, reactMsg("v", "r", seqs[0])); chat.ErrorCode(err) != chat.EConflict {
 		t.Fatalf("reaction in a to a message b deleted: %v, want conflict", err)
 	}
 	var n int
@@ -151,40 +130,13 @@ func TestLiveTextsOtherProcess(t *testing.T) {
 	}
 	// The other one's text is not in a's set, and a reaction to it is
 	// checked against its row.
-	m, _, err := b.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "b1", Kind: chat.KindText, Body: "from b"})()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.w.live.has(keyOf(t, a, "g"), m.Seq) {
+	seq := send(t, b, textMsg("u", "b1"))
+	if a.w.live.has(keyOf(t, a, "g"), seq) {
 		t.Fatal("b's text is known live to a")
 	}
-	if _, _, err := a.Append(ctx, chat.Message{Conv: "g", From: "v", ClientMsgID: "r2", Kind: chat.KindReaction, Target: m.Seq, Emoji: "+1", On: &on})(); err != nil {
+	if err := try(a, reactMsg("v", "r2", seq)); err != nil {
 		t.Fatalf("reaction in a to b's text: %v", err)
 	}
-}
-
-// liveSends appends n texts from u to conv and returns their seqs.
-func liveSends(t *testing.T, db *DB, conv string, n int) []int64 {
-	t.Helper()
-	var seqs []int64
-	for i := range n {
-		m, _, err := db.Append(context.Background(), chat.Message{Conv: conv, From: "u", ClientMsgID: fmt.Sprint("t", i), Kind: chat.KindText, Body: fmt.Sprint("text ", i)})()
-		if err != nil {
-			t.Fatal(err)
-		}
-		seqs = append(seqs, m.Seq)
-	}
-	return seqs
-}
-
-// keyOf returns the integer key of the conversation id.
-func keyOf(t *testing.T, db *DB, id string) int64 {
-	t.Helper()
-	var k int64
-	if err := db.readers.QueryRow(`SELECT key FROM ids WHERE id = ?`, id).Scan(&k); err != nil {
-		t.Fatal(err)
-	}
-	return k
 }
 
 // TestLiveTextsGoneInTheirTransaction: a text appended and then deleted, or
@@ -196,7 +148,7 @@ func TestLiveTextsGoneInTheirTransaction(t *testing.T) {
 	if err := db.CreateGroup(ctx, "g", "g", "u", []string{"v"}); err != nil {
 		t.Fatal(err)
 	}
-	liveSends(t, db, "g", 1)
+	texts(t, db, 1)
 	// hold runs a function job that waits: what is queued meanwhile
 	// joins its transaction.
 	hold := func() (release func()) {
@@ -205,10 +157,9 @@ func TestLiveTextsGoneInTheirTransaction(t *testing.T) {
 		<-started
 		return func() { close(block) }
 	}
-	on := true
 	release := hold()
-	text := db.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "x", Kind: chat.KindText, Body: "gone at once"})
-	del := db.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "xd", Kind: chat.KindDelete, Target: 2})
+	text := db.Append(ctx, textMsg("u", "x"))
+	del := db.Append(ctx, deleteMsg("u", "xd", 2))
 	release()
 	if m, _, err := text(); err != nil || m.Seq != 2 {
 		t.Fatalf("text: seq %d, %v; want 2", m.Seq, err)
@@ -219,13 +170,12 @@ func TestLiveTextsGoneInTheirTransaction(t *testing.T) {
 	if db.w.live.has(keyOf(t, db, "g"), 2) {
 		t.Fatal("a text deleted in its own transaction is known live")
 	}
-	_, _, err := db.Append(ctx, chat.Message{Conv: "g", From: "v", ClientMsgID: "r1", Kind: chat.KindReaction, Target: 2, Emoji: "+1", On: &on})()
-	if chat.ErrorCode(err) != chat.EConflict {
+	if err := try(db, reactMsg("v", "r1", 2)); chat.ErrorCode(err) != chat.EConflict {
 		t.Fatalf("reaction to the deleted text: %v, want conflict", err)
 	}
 
 	release = hold()
-	text = db.Append(ctx, chat.Message{Conv: "g", From: "u", ClientMsgID: "y", Kind: chat.KindText, Body: "retained briefly"})
+	text = db.Append(ctx, textMsg("u", "y"))
 	done := make(chan error, 1)
 	go func() {
 		_, err := db.DeleteBefore(ctx, time.UnixMilli(now.Load()+1000))
@@ -243,8 +193,7 @@ func TestLiveTextsGoneInTheirTransaction(t *testing.T) {
 	if db.w.live.count() != 0 {
 		t.Fatalf("%d texts known live after retention removed them all", db.w.live.count())
 	}
-	_, _, err = db.Append(ctx, chat.Message{Conv: "g", From: "v", ClientMsgID: "r2", Kind: chat.KindReaction, Target: m.Seq, Emoji: "+1", On: &on})()
-	if chat.ErrorCode(err) != chat.ENotFound {
+	if err := try(db, reactMsg("v", "r2", m.Seq)); chat.ErrorCode(err) != chat.ENotFound {
 		t.Fatalf("reaction to the text retention removed: %v, want not_found", err)
 	}
 }

@@ -35,14 +35,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := raw.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 0)`); err != nil {
-		t.Fatal(err)
-	}
-	raw.Close()
+	execRaw(t, path, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 0)`)
 	db, err = Open(ctx, path, Options{})
 	if err == nil {
 		db.Close()
@@ -75,25 +68,8 @@ func TestMigrateFormerMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	raw, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{`DROP INDEX members_former`, `DELETE FROM schema_migrations WHERE version = 13`} {
-		if _, err := raw.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	raw.Close()
-
-	db, err = Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if v, _ := db.SchemaVersion(ctx); v < 13 {
-		t.Fatalf("schema %d after the upgrade", v)
-	}
+	execRaw(t, path, `DROP INDEX members_former`, `DELETE FROM schema_migrations WHERE version = 13`)
+	db = reopenAt(t, path, 13)
 	before, err := db.Conversation(ctx, "g", "carol")
 	if err != nil {
 		t.Fatal(err)
@@ -108,4 +84,35 @@ func TestMigrateFormerMembers(t *testing.T) {
 	if after.Version <= before.Version || after.LastMessage == nil || after.LastMessage.Body != "edited" {
 		t.Fatalf("the kicked member's entry after an edit it sees: version %d → %d, %+v", before.Version, after.Version, after.LastMessage)
 	}
+}
+
+// execRaw runs stmts on the closed database at path, outside the store:
+// how a test takes a database back to an older schema.
+func execRaw(t *testing.T, path string, stmts ...string) {
+	t.Helper()
+	raw, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	for _, q := range stmts {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// reopenAt opens the database at path, migrating it, and checks that it
+// reached schema.
+func reopenAt(t *testing.T, path string, schema int) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if v, _ := db.SchemaVersion(context.Background()); v < schema {
+		t.Fatalf("schema %d after the upgrade, want %d", v, schema)
+	}
+	return db
 }

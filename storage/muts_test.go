@@ -2,34 +2,12 @@ package storage
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/imserver/imserver/chat"
-	"github.com/imserver/imserver/internal/redistest"
 )
-
-// send appends m and returns its seq.
-func send(t *testing.T, db *DB, m chat.Message) int64 {
-	t.Helper()
-	got, _, err := db.Append(context.Background(), m)()
-	if err != nil {
-		t.Fatalf("send %s %s: %v", m.Kind, m.ClientMsgID, err)
-	}
-	return got.Seq
-}
-
-func textMsg(from, id string) chat.Message {
-	return chat.Message{Conv: "g", From: from, ClientMsgID: id, Kind: chat.KindText, Body: "text " + id}
-}
-
-func reactMsg(from, id string, target int64) chat.Message {
-	on := true
-	return chat.Message{Conv: "g", From: from, ClientMsgID: id, Kind: chat.KindReaction, Target: target, Emoji: "+1", On: &on}
-}
 
 // unread returns user's unread count in g.
 func unread(t *testing.T, db *DB, user string) int64 {
@@ -60,31 +38,13 @@ func TestMutationCountsAcrossTheMigration(t *testing.T) {
 
 	// Back to schema 13: the mutations are rows of uncounted, and no row
 	// has a count.
-	raw, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
+	execRaw(t, path,
 		`INSERT INTO uncounted (conv_id, seq) SELECT 'g', seq FROM messages WHERE target IS NOT NULL`,
 		`ALTER TABLE messages DROP COLUMN muts`,
 		`ALTER TABLE conversations DROP COLUMN muts`,
 		`ALTER TABLE conversations DROP COLUMN muts_cut`,
-		`DELETE FROM schema_migrations WHERE version = 14`,
-	} {
-		if _, err := raw.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	raw.Close()
-
-	db, err = Open(ctx, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if v, _ := db.SchemaVersion(ctx); v < 14 {
-		t.Fatalf("schema %d after the upgrade", v)
-	}
+		`DELETE FROM schema_migrations WHERE version = 14`)
+	db = reopenAt(t, path, 14)
 	t3 := send(t, db, textMsg("u", "t3"))
 	send(t, db, reactMsg("v", "r2", t3))
 	send(t, db, textMsg("u", "t4"))
@@ -127,17 +87,7 @@ func TestMutationCountsAcrossTheMigration(t *testing.T) {
 // other's count before counting its own.
 func TestMutationCountsOfTwoProcesses(t *testing.T) {
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	path := filepath.Join(t.TempDir(), "two.db")
-	open := func() *DB {
-		db, err := Open(ctx, path, Options{Redis: rdb, RedisPrefix: "muts"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	a, b := open(), open()
+	a, b := openShared(t)
 	if err := a.CreateGroup(ctx, "g", "g", "u", []string{"v", "w"}); err != nil {
 		t.Fatal(err)
 	}

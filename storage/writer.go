@@ -36,6 +36,9 @@ type writer struct {
 	// muts holds the conversations' mutation counts as committed, by key
 	// (muts.go).
 	muts map[int64]int64
+	// dataVersion is PRAGMA data_version as the last transaction found it
+	// (syncOthers, live.go).
+	dataVersion int64
 	// filters rule out keys of the dedup levels on file (dedup_filter.go).
 	filters filters
 	ckpt    *checkpointer
