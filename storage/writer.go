@@ -93,6 +93,10 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, keys *keyCache, 
 		conn.Close()
 		return nil, err
 	}
+	if err := enableQPSG(conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	w := &writer{
 		conn:  conn,
 		stmts: make(map[string]*wstmt),

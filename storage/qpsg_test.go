@@ -1,0 +1,62 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+
+	"modernc.org/libc"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// TestSecureDeletePlansOnce: the deletes of messages spread over several
+// index segments leave FTS5's term look-up prepared once, not once per
+// segment it seeks (qpsg.go).
+func TestSecureDeletePlansOnce(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTest(t, Options{})
+	if on, err := qpsgEnabled(db.w.conn); err != nil || !on {
+		t.Fatalf("the writer's query planner stability guarantee: %v (%v)", on, err)
+	}
+	if err := db.CreateGroup(ctx, "g", "g", "u", nil); err != nil {
+		t.Fatal(err)
+	}
+	// One send per commit: each leaves a segment, and automerge keeps a
+	// few of them, the newest with the smallest ids.
+	seqs := texts(t, db, 40)
+	for i, seq := range seqs[:20] {
+		send(t, db, deleteMsg("u", fmt.Sprint("d", i), seq))
+	}
+	n, sqlText, err := indexLookupReprepares(db.w.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sqlText == "" {
+		t.Fatal("FTS5's term look-up was never prepared: the deletes did not seek the index")
+	}
+	if n != 0 {
+		t.Fatalf("%q was prepared again %d times by 20 deletes", sqlText, n)
+	}
+}
+
+// indexLookupReprepares returns how often the statement FTS5 uses to find
+// a term's page in a segment was prepared again, and its text ("" when
+// the connection has not prepared it).
+func indexLookupReprepares(conn *sql.Conn) (n int32, text string, err error) {
+	err = conn.Raw(func(dc any) error {
+		db, tls, err := sqliteHandle(dc)
+		if err != nil {
+			return err
+		}
+		for st := sqlite3.Xsqlite3_next_stmt(tls, db, 0); st != 0; st = sqlite3.Xsqlite3_next_stmt(tls, db, st) {
+			if q := libc.GoString(sqlite3.Xsqlite3_sql(tls, st)); strings.HasPrefix(q, "SELECT pgno FROM") && strings.Contains(q, "messages_fts_idx") {
+				n += sqlite3.Xsqlite3_stmt_status(tls, st, sqlite3.SQLITE_STMTSTATUS_REPREPARE, 0)
+				text = q
+			}
+		}
+		return nil
+	})
+	return n, text, err
+}
