@@ -237,6 +237,26 @@ func loadTarget(t *wtx, m *chat.Message, seq int64) (target, string, error) {
 	return tg, role, err
 }
 
+// checkReplyTo says whether m's reply_to may be stored: any message the
+// sender may see, of any kind (PROTOCOL.md v1.1: reply_to is the "seq of a
+// message of the same conversation", refused only when it does not exist
+// or lies outside the sender's visible range), unlike a mutation's target,
+// which must be a text message.
+func checkReplyTo(t *wtx, m *chat.Message) error {
+	var minSeq int64
+	if err := t.QueryRow(`SELECT min_seq FROM members WHERE conv_id = $1 AND user_id = $2`, m.Conv, m.From).Scan(&minSeq); err != nil {
+		return err
+	}
+	if m.ReplyTo >= minSeq {
+		var one int
+		err := t.QueryRow(`SELECT 1 FROM messages WHERE conv_id = $1 AND seq = $2`, m.Conv, m.ReplyTo).Scan(&one)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+	}
+	return chat.Errorf(chat.ENotFound, "message %d not found", m.ReplyTo)
+}
+
 // checkV11 decides whether m may be stored; a refusal is a *chat.Error,
 // anything else fails the batch. It returns the target's state.
 func (w *writer) checkV11(t *wtx, c *convTx, m *chat.Message) (target, error) {
@@ -244,8 +264,7 @@ func (w *writer) checkV11(t *wtx, c *convTx, m *chat.Message) (target, error) {
 		if m.ReplyTo == 0 {
 			return target{}, nil
 		}
-		_, _, err := loadTarget(t, m, m.ReplyTo)
-		return target{}, err
+		return target{}, checkReplyTo(t, m)
 	}
 	tg, role, err := loadTarget(t, m, m.Target)
 	if err != nil {

@@ -19,7 +19,9 @@ const (
 
 // bearer returns the request's token: the Authorization header, or for the
 // WebSocket the token query parameter, since browsers cannot set headers
-// there.
+// there. An Authorization header of another scheme holds no token: a
+// browser behind a proxy's Basic authentication sends one with the
+// handshake by itself, and the socket still takes ?token= then.
 func bearer(r *http.Request, allowQuery bool) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		// The scheme is case-insensitive (RFC 9110 11.1): "bearer" is
@@ -27,7 +29,6 @@ func bearer(r *http.Request, allowQuery bool) string {
 		if scheme, t, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
 			return strings.TrimSpace(t)
 		}
-		return ""
 	}
 	if allowQuery {
 		return r.URL.Query().Get("token")

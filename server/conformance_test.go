@@ -300,3 +300,81 @@ func TestRetryAfterKickAndRestart(t *testing.T) {
 		t.Fatalf("ann sees %d messages, want 2", got)
 	}
 }
+
+// PROTOCOL.md, WebSocket: "A client frame may carry `req` (any string); the
+// server echoes it on the reply." The empty string is a string: a client
+// that sends "req":"" gets "req":"" back on every kind of reply (pong,
+// messages, sent, error), where it was left out as if the frame had none.
+// A frame without req still gets a reply without one.
+func TestEmptyReqEchoed(t *testing.T) {
+	ts := newServer(t)
+	ann, bob := ts.register(t, "ann"), ts.register(t, "bob")
+	d := ann.direct(t, bob)
+	c := ann.dial(t, "ann")
+	reqOf := func(f frame) (string, bool) {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(f.raw, &m); err != nil {
+			t.Fatalf("reply %s: %v", f, err)
+		}
+		raw, ok := m["req"]
+		var req string
+		if ok {
+			if err := json.Unmarshal(raw, &req); err != nil {
+				t.Fatalf("reply %s: req is not a string", f)
+			}
+		}
+		return req, ok
+	}
+	for _, tc := range []struct {
+		frame, reply string
+	}{
+		{`{"type":"ping","req":""}`, "pong"},
+		{`{"type":"sync","req":"","conv":"` + d.ID + `","after_seq":0}`, "messages"},
+		{`{"type":"send","req":"","conv":"` + d.ID + `","client_msg_id":"e1","body":"hi"}`, "sent"},
+		{`{"type":"send","req":"","conv":"` + d.ID + `","client_msg_id":"e1","body":"hi"}`, "sent"}, // duplicate
+		{`{"type":"send","req":"","conv":"` + d.ID + `","client_msg_id":"e2","body":""}`, "error"},
+		{`{"type":"ack","req":"","conv":"no-such-conv","seq":1}`, "error"},
+		{`{"type":"dance","req":""}`, "error"},
+	} {
+		c.writeRaw(t, websocket.MessageText, []byte(tc.frame))
+		f := c.next(t, tc.reply+" for "+tc.frame, ofType(tc.reply))
+		if req, ok := reqOf(f); !ok || req != "" {
+			t.Errorf("%s: reply %s does not echo \"req\":\"\"", tc.frame, f)
+		}
+	}
+	// Without req, no req.
+	c.writeRaw(t, websocket.MessageText, []byte(`{"type":"ping"}`))
+	if f := c.next(t, "pong", ofType("pong")); func() bool { _, ok := reqOf(f); return ok }() {
+		t.Errorf("pong to a ping without req carries one: %s", f)
+	}
+}
+
+// PROTOCOL.md: "the WebSocket also accepts ?token=<token> (browsers cannot
+// set headers)". A browser behind a proxy's Basic authentication sends
+// Authorization: Basic with the handshake on its own; the token in the
+// query was then ignored and the socket refused with 401. A Bearer header
+// still takes precedence, and HTTP endpoints still want Bearer.
+func TestWSTokenBesideBasicAuth(t *testing.T) {
+	ts := newServer(t)
+	ann := ts.register(t, "ann")
+	basic := http.Header{"Authorization": {"Basic dXNlcjpwYXNz"}}
+	conn, res, err := ts.dialRaw(ann.Token, &websocket.DialOptions{HTTPHeader: basic})
+	if err != nil {
+		status := 0
+		if res != nil {
+			status = res.StatusCode
+		}
+		t.Fatalf("?token= beside a Basic header: %v (status %d)", err, status)
+	}
+	conn.CloseNow()
+	// A Bearer header is the credential when given: a bad one is 401.
+	_, res, err = ts.dialRaw(ann.Token, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer not-a-token"}}})
+	if err == nil || res == nil || res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("bad Bearer header beside a good ?token=: got %v, want 401", res)
+	}
+	r, err := ts.doErr("GET", "/api/v1/me", "", nil, basic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.wantError(t, http.StatusUnauthorized, "unauthorized")
+}

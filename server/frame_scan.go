@@ -53,7 +53,11 @@ func (f *clientFrame) set(key string, v []byte) bool {
 	case "type":
 		return setString(&f.Type, v)
 	case "req":
-		return setString(&f.Req, v)
+		if isNull(v) {
+			return true
+		}
+		f.Req.set = setString(&f.Req.s, v)
+		return f.Req.set
 	case "conv":
 		return setString(&f.Conv, v)
 	case "client_msg_id":

@@ -26,7 +26,7 @@ const (
 // from a zero one.
 type clientFrame struct {
 	Type        string      `json:"type"`
-	Req         string      `json:"req"`
+	Req         reqID       `json:"req"`
 	Conv        string      `json:"conv"`
 	ClientMsgID string      `json:"client_msg_id"`
 	Body        *string     `json:"body"`
@@ -40,6 +40,29 @@ type clientFrame struct {
 	Limit       *frameLimit `json:"limit"`
 	Attachments []string    `json:"attachments"`
 }
+
+// reqID is a client frame's req, any string, echoed on the reply whenever
+// the frame carried one: "" too, which a client matching replies by req
+// must get back (PROTOCOL.md, WebSocket). Absent (or null) it stays out of
+// the reply.
+type reqID struct {
+	s   string
+	set bool
+}
+
+func (r *reqID) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil // as encoding/json leaves a string field
+	}
+	if err := json.Unmarshal(b, &r.s); err != nil {
+		return err
+	}
+	r.set = true
+	return nil
+}
+
+// MarshalJSON writes the string; omitzero leaves out a req never set.
+func (r reqID) MarshalJSON() ([]byte, error) { return json.Marshal(r.s) }
 
 // frameLimit is a sync frame's limit. A whole number too large for an
 // integer is as large as one: the protocol clamps large limits, it does
@@ -80,7 +103,7 @@ func decodeFrame(data []byte) (clientFrame, error) {
 			// being decoded; with more than one object, req is the first
 			// one's.
 			req := f.Req
-			if req == "" {
+			if !req.set {
 				var first clientFrame
 				_ = json.NewDecoder(bytes.NewReader(data)).Decode(&first)
 				req = first.Req
@@ -186,13 +209,13 @@ type (
 	}
 	sentFrame struct {
 		Type      string       `json:"type"`
-		Req       string       `json:"req,omitempty"`
+		Req       reqID        `json:"req,omitzero"`
 		Message   chat.Message `json:"message"`
 		Duplicate bool         `json:"duplicate"`
 	}
 	messagesFrame struct {
 		Type      string         `json:"type"`
-		Req       string         `json:"req,omitempty"`
+		Req       reqID          `json:"req,omitzero"`
 		Conv      string         `json:"conv"`
 		Messages  []chat.Message `json:"messages"`
 		MaxSeq    int64          `json:"max_seq"`
@@ -200,11 +223,11 @@ type (
 	}
 	pongFrame struct {
 		Type string `json:"type"`
-		Req  string `json:"req,omitempty"`
+		Req  reqID  `json:"req,omitzero"`
 	}
 	errorFrame struct {
 		Type         string `json:"type"`
-		Req          string `json:"req,omitempty"`
+		Req          reqID  `json:"req,omitzero"`
 		Code         string `json:"code"`
 		Message      string `json:"message"`
 		RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
@@ -248,7 +271,7 @@ type (
 	}
 )
 
-func errorFrameOf(req string, err error) errorFrame {
+func errorFrameOf(req reqID, err error) errorFrame {
 	b := toErrorBody(err)
 	return errorFrame{Type: "error", Req: req, Code: b.Code, Message: b.Message, RetryAfterMS: b.RetryAfterMS}
 }

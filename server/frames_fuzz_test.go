@@ -135,10 +135,10 @@ func TestScanFrameTakesCommonFrames(t *testing.T) {
 // FuzzAppendMessage holds the hand-written encoders to encoding/json, byte
 // for byte.
 func FuzzAppendMessage(f *testing.F) {
-	f.Add("c_1", int64(7), "u_1", "m-1", "text", "hello", int64(1700000000000), "r1", false, int64(0), "", byte(0), int64(0), "", int64(0), "", "")
-	f.Add("c", int64(-1), "", "<&>", "system", "héllo \"quoted\" \\ \n\t\u2028 \xff", int64(0), "", true, int64(3), "👍", byte(1), int64(2), "u1 u<2>", int64(5), "🎉:u1,u2;\xff:", "x")
-	f.Add("c", int64(9), "u", "m", "reaction", "", int64(1), "", false, int64(3), ":+1:", byte(2), int64(0), "", int64(0), ":+1:", "")
-	f.Fuzz(func(t *testing.T, conv string, seq int64, from, id, kind, body string, ts int64, req string, dup bool,
+	f.Add("c_1", int64(7), "u_1", "m-1", "text", "hello", int64(1700000000000), "r1", true, false, int64(0), "", byte(0), int64(0), "", int64(0), "", "")
+	f.Add("c", int64(-1), "", "<&>", "system", "héllo \"quoted\" \\ \n\t\u2028 \xff", int64(0), "", true, true, int64(3), "👍", byte(1), int64(2), "u1 u<2>", int64(5), "🎉:u1,u2;\xff:", "x")
+	f.Add("c", int64(9), "u", "m", "reaction", "", int64(1), "", false, false, int64(3), ":+1:", byte(2), int64(0), "", int64(0), ":+1:", "")
+	f.Fuzz(func(t *testing.T, conv string, seq int64, from, id, kind, body string, ts int64, req string, reqSet, dup bool,
 		target int64, emoji string, on byte, replyTo int64, mentions string, editedAt int64, reactions string, deleted string) {
 		m := chat.Message{Conv: conv, Seq: seq, From: from, ClientMsgID: id, Kind: kind, Body: body, TS: ts,
 			Target: target, Emoji: emoji, ReplyTo: replyTo, EditedAt: editedAt, Deleted: deleted != ""}
@@ -167,11 +167,12 @@ func FuzzAppendMessage(f *testing.F) {
 		if got := appendMessage(nil, &m); string(got) != string(want) {
 			t.Fatalf("appendMessage = %s, want %s", got, want)
 		}
-		want, err = json.Marshal(sentFrame{Type: "sent", Req: req, Message: m, Duplicate: dup})
+		r := reqID{s: req, set: reqSet || req != ""}
+		want, err = json.Marshal(sentFrame{Type: "sent", Req: r, Message: m, Duplicate: dup})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := sentReply(req, &m, dup); string(got) != string(want) {
+		if got := sentReply(r, &m, dup); string(got) != string(want) {
 			t.Fatalf("sentReply = %s, want %s", got, want)
 		}
 	})

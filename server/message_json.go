@@ -116,12 +116,12 @@ func appendString(b []byte, s string) []byte {
 }
 
 // sentReply encodes the `sent` answer to a send.
-func sentReply(req string, m *chat.Message, dup bool) []byte {
-	b := make([]byte, 0, 64+len(req)+messageCap(m))
+func sentReply(req reqID, m *chat.Message, dup bool) []byte {
+	b := make([]byte, 0, 64+len(req.s)+messageCap(m))
 	b = append(b, `{"type":"sent",`...)
-	if req != "" {
+	if req.set {
 		b = append(b, `"req":`...)
-		b = appendString(b, req)
+		b = appendString(b, req.s)
 		b = append(b, ',')
 	}
 	b = append(b, `"message":`...)

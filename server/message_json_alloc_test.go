@@ -30,7 +30,7 @@ func messageFramesAllocateOnce(t *testing.T, m *chat.Message) {
 	if n := testing.AllocsPerRun(100, func() { encodeEvent(ev) }); n > 1 {
 		t.Errorf("encodeEvent, body of %d bytes: %.0f allocations, want 1", len(m.Body), n)
 	}
-	req := m.ClientMsgID
+	req := reqID{s: m.ClientMsgID, set: true}
 	if n := testing.AllocsPerRun(100, func() { sentReply(req, m, false) }); n > 1 {
 		t.Errorf("sentReply, body of %d bytes: %.0f allocations, want 1", len(m.Body), n)
 	}
@@ -48,7 +48,7 @@ func BenchmarkEncodeMessage(b *testing.B) {
 	b.Run("sent", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
-			sentReply(m.ClientMsgID, m, false)
+			sentReply(reqID{s: m.ClientMsgID, set: true}, m, false)
 		}
 	})
 }

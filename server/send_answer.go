@@ -15,14 +15,14 @@ import (
 
 // pendingSend is a send waiting for its answer.
 type pendingSend struct {
-	req   string
+	req   reqID
 	frame []byte // the answer, once known
 	done  bool
 }
 
 // pending registers a send, in arrival order; the reader calls it before
 // submitting, for every send that holds an inflight slot.
-func (s *session) pending(req string) *pendingSend {
+func (s *session) pending(req reqID) *pendingSend {
 	p := &pendingSend{req: req}
 	s.sendMu.Lock()
 	s.sends = append(s.sends, p)

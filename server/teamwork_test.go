@@ -257,3 +257,31 @@ func TestRepliesAndMentions(t *testing.T) {
 		t.Fatalf("alice's mentions after the delete = %d, want 0", *c.Mentions)
 	}
 }
+
+// TestReplyToAnyMessage: PROTOCOL.md v1.1 has reply_to name the "seq of a
+// message of the same conversation", refused (404) only when it does not
+// exist or lies outside the sender's visible range; unlike a mutation's
+// target it need not be a text message. A reply to an edit, a reaction or
+// a delete was refused as not_found.
+func TestReplyToAnyMessage(t *testing.T) {
+	ts := newServer(t)
+	alice, bob, carol := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol")
+	g := alice.group(t, "team", bob)
+	m := alice.send(t, g.ID, "a1", "first")
+	gone := alice.send(t, g.ID, "a2", "to delete")
+	edit := alice.edit(t, g.ID, m.Seq, "first, edited")
+	reaction := bob.react(t, g.ID, m.Seq, "👍", true)
+	del := alice.remove(t, g.ID, gone.Seq)
+	for _, to := range []teamMessage{edit, reaction, del} {
+		r := bob.mutate(t, g.ID, map[string]any{"body": "re " + to.Kind, "reply_to": to.Seq})
+		if r.ReplyTo != to.Seq {
+			t.Errorf("reply to the %s: stored as %+v", to.Kind, r)
+		}
+		if got := alice.message(t, g.ID, r.Seq); got.ReplyTo != to.Seq {
+			t.Errorf("reply to the %s: pulled as %+v", to.Kind, got)
+		}
+	}
+	// Outside the visible range it is still not found.
+	alice.post(t, convPath(g.ID, "members"), map[string]any{"user_ids": []string{carol.ID()}}).want(t, http.StatusOK)
+	carol.sendKind(t, g.ID, map[string]any{"body": "re", "reply_to": reaction.Seq}).wantError(t, http.StatusNotFound, "not_found")
+}

@@ -22,7 +22,7 @@ func hasExtras(m *chat.Message) bool {
 	return m.Kind != chat.KindText || m.ReplyTo != 0 || len(m.Mentions) > 0
 }
 
-// target is the current state of a mutation's or reply's target.
+// target is the current state of a mutation's target.
 type target struct {
 	from     int64 // the sender's key
 	kind     string
@@ -60,6 +60,26 @@ func loadTarget(t *wtx, s *senderTx, conv string, seq int64) (target, error) {
 	return tg, err
 }
 
+// checkReplyTo says whether a reply may name seq: any message the sender
+// may see, of any kind (PROTOCOL.md v1.1: reply_to is the "seq of a
+// message of the same conversation", refused only when it does not exist
+// or lies outside the sender's visible range), unlike a mutation's target,
+// which must be a text message.
+func checkReplyTo(t *wtx, s *senderTx, seq int64) error {
+	if seq >= s.minSeq {
+		st, err := t.stmt(`SELECT 1 FROM messages WHERE conv = ? AND seq = ?`)
+		if err != nil {
+			return err
+		}
+		var one int
+		err = st.QueryRowContext(t.ctx, s.convKey, seq).Scan(&one)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+	}
+	return chat.Errorf(chat.ENotFound, "message %d not found", seq)
+}
+
 // checkExtras decides whether j's message may be stored; a refusal is
 // returned as a *chat.Error, anything else is a failure of the batch. It
 // returns the target's state for applyExtras.
@@ -68,8 +88,7 @@ func (w *writer) checkExtras(t *wtx, j *job, m *chat.Message) (target, error) {
 		if m.ReplyTo == 0 || w.isLive(j, m.ReplyTo) {
 			return target{}, nil
 		}
-		_, err := loadTarget(t, j.sender, m.Conv, m.ReplyTo)
-		return target{}, err
+		return target{}, checkReplyTo(t, j.sender, m.ReplyTo)
 	}
 	if m.Kind == chat.KindReaction && w.isLive(j, m.Target) {
 		// All a reaction asks of its target (react decides the rest).
