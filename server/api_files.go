@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"os"
@@ -31,9 +30,16 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := files.SanitizeName(r.URL.Query().Get("name"))
-	u, err := f.blobs.Write(idleBody{r.Body, http.NewResponseController(w)}, limit)
+	// The body, however large, has http.read_timeout to arrive, as every
+	// request's (PROTOCOL.md v1.2): a transfer that trickles is cut too.
+	u, err := f.blobs.Write(r.Body, limit)
+	// The answer gets its own write deadline: the one set when the request
+	// came may have run out while a large body arrived.
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.APIWriteTimeout))
 	if err != nil {
 		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			err = chat.Errorf(chat.EBadRequest, "the file did not arrive within %s (http.read_timeout)", s.cfg.ReadTimeout)
 		case errors.Is(err, files.ErrTooLarge):
 			w.Header().Set("Connection", "close")
 			err = chat.Errorf(chat.ETooLarge, "file is over %d bytes", limit)
@@ -241,22 +247,12 @@ func rfc5987(s string) string {
 	return b.String()
 }
 
-// fileIdleTimeout bounds how long a file's transfer may stall. A whole
-// request's deadline would cut a 25 MiB upload from a slow uplink that is
-// still making progress; each read (of the body) or write (of the file)
-// moves the deadline instead, so only a transfer that stops is cut.
+// fileIdleTimeout bounds how long a download may stall. A whole request's
+// deadline would cut a 25 MiB download to a slow link that is still making
+// progress; each write of the file moves the deadline instead, so only a
+// transfer that stops is cut. (Uploads are not so: the protocol cuts any
+// request body that has not arrived within http.read_timeout.)
 const fileIdleTimeout = 30 * time.Second
-
-// idleBody is an upload's body whose read deadline follows its progress.
-type idleBody struct {
-	r  io.Reader
-	rc *http.ResponseController
-}
-
-func (b idleBody) Read(p []byte) (int, error) {
-	b.rc.SetReadDeadline(time.Now().Add(fileIdleTimeout))
-	return b.r.Read(p)
-}
 
 // idleFile is a file being served: ServeContent writes what it reads, so
 // each read moves the write deadline.

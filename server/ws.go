@@ -20,11 +20,14 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	var sess chat.Session
 	var err error
 	ww := &wireWriter{ResponseWriter: w}
-	if t := r.URL.Query().Get("ticket"); t != "" && r.Header.Get("Authorization") == "" {
-		// The ticket is only looked at here and spent at the upgrade
-		// itself: a socket refused (too many, a foreign Origin, no
-		// handshake) leaves it to the client's next try. Of two tries
-		// racing with one ticket, one upgrades and the other gets 401.
+	if t := r.URL.Query().Get("ticket"); t != "" {
+		// A ticket given is the credential, even beside an Authorization
+		// header: a used, expired or unknown one is 401, never an upgrade
+		// on the header's strength. The ticket is only looked at here and
+		// spent at the upgrade itself: a socket refused (too many, a
+		// foreign Origin, no handshake) leaves it to the client's next
+		// try. Of two tries racing with one ticket, one upgrades and the
+		// other gets 401.
 		u, sess, err = s.chat.CheckTicket(r.Context(), t)
 		ww.beforeUpgrade = func() error {
 			_, _, err := s.chat.UseTicket(r.Context(), t)
