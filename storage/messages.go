@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/imserver/imserver/chat"
@@ -279,36 +280,87 @@ func scanMessage(s scanner, conv string, sender func(int64) (string, error)) (ch
 
 // finishMessages moves each conversation's max_seq and version once per
 // batch, and the senders' own markers: whoever sends has read what came
-// before.
+// before. Each table gets one statement for up to 64 rows (updateRows):
+// one message in flight per sender makes a batch of as many conversations
+// as messages, and a statement per row cost more than the rows' changes.
 func (w *writer) finishMessages(t *wtx) error {
 	if len(t.touched) == 0 {
 		return nil
 	}
-	conv, err := t.stmt(`UPDATE conversations SET max_seq = ?, version = ?, muts = ? WHERE id = ?`)
-	if err != nil {
-		return err
-	}
+	args := t.w.finishArgs[:0]
 	// In commit order, so that versions follow it.
 	for _, c := range t.touched {
 		v, err := t.nextVersion()
 		if err != nil {
 			return err
 		}
-		if _, err := conv.ExecContext(t.ctx, c.max, v, c.muts, c.id); err != nil {
-			return err
-		}
+		args = append(args, c.id, c.max, v, c.muts)
 	}
-	sender, err := t.stmt(`UPDATE members SET read_seq = MAX(read_seq, ?1), last_ack_seq = MAX(last_ack_seq, ?1) WHERE conv_id = ?2 AND user_id = ?3`)
-	if err != nil {
+	if err := updateRows(t, finishConvs, args); err != nil {
 		return err
 	}
+	args = args[:0]
 	for _, s := range t.senders {
-		if s.max == 0 {
-			continue
+		if s.max != 0 {
+			args = append(args, s.conv, s.user, s.max)
 		}
-		if _, err := sender.ExecContext(t.ctx, s.max, s.conv, s.user); err != nil {
+	}
+	err := updateRows(t, finishSenders, args)
+	clear(args[:cap(args)]) // keep no id alive
+	t.w.finishArgs = args[:0]
+	return err
+}
+
+// rowsUpdate is an UPDATE of many rows, each given by a row of values,
+// prepared for each of updateRowsSizes.
+type rowsUpdate struct {
+	width   int // values per row
+	queries [len(updateRowsSizes)]string
+}
+
+// updateRowsSizes are the row counts statements are prepared for; a
+// statement's rows past the given ones are NULLs, which match no row.
+var updateRowsSizes = [...]int{1, 4, 16, 64}
+
+// newRowsUpdate makes the statements of q, an UPDATE ending in
+// FROM (VALUES %s) AS v WHERE ..., for rows of width values.
+func newRowsUpdate(width int, q string) rowsUpdate {
+	u := rowsUpdate{width: width}
+	row := "(?" + strings.Repeat(", ?", width-1) + ")"
+	for i, n := range updateRowsSizes {
+		u.queries[i] = fmt.Sprintf(q, row+strings.Repeat(", "+row, n-1))
+	}
+	return u
+}
+
+var (
+	finishConvs = newRowsUpdate(4, `UPDATE conversations SET max_seq = v.column2, version = v.column3, muts = v.column4
+		FROM (VALUES %s) AS v WHERE conversations.id = v.column1`)
+	finishSenders = newRowsUpdate(3, `UPDATE members SET read_seq = MAX(read_seq, v.column3), last_ack_seq = MAX(last_ack_seq, v.column3)
+		FROM (VALUES %s) AS v WHERE members.conv_id = v.column1 AND members.user_id = v.column2`)
+)
+
+// updateRows runs u for the rows in args (u.width values each), in
+// statements of at most 64 rows.
+func updateRows(t *wtx, u rowsUpdate, args []any) error {
+	for len(args) > 0 {
+		rows := len(args) / u.width
+		i := 0
+		for i < len(updateRowsSizes)-1 && updateRowsSizes[i] < rows {
+			i++
+		}
+		size := updateRowsSizes[i]
+		take := min(rows, size) * u.width
+		st, err := t.stmt(u.queries[i])
+		if err != nil {
 			return err
 		}
+		vals := make([]any, size*u.width)
+		copy(vals, args[:take])
+		if _, err := st.ExecContext(t.ctx, vals...); err != nil {
+			return err
+		}
+		args = args[take:]
 	}
 	return nil
 }

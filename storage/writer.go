@@ -28,6 +28,8 @@ type writer struct {
 	// insertArgs is reused by every insert of a message.
 	insertArgs [11]driver.NamedValue
 	ftsArgs    [2]driver.NamedValue
+	// finishArgs is reused by finishMessages.
+	finishArgs []any
 
 	seqs seqSource
 	keys *keyCache  // text ids <-> integer keys (keys.go)

@@ -391,3 +391,68 @@ func TestWriterTempStoreInMemory(t *testing.T) {
 		t.Fatalf("temp_store %d (%v), want 2 (memory)", mode, err)
 	}
 }
+
+// TestFinishManyConversations: one batch of sends into more conversations
+// than one statement takes (finishMessages updates 64 rows a statement,
+// the last one padded) moves every conversation's max_seq and version and
+// every sender's read marker, and no other row.
+func TestFinishManyConversations(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTest(t, Options{})
+	const n = 70 // 64 + 6, padded to 16
+	for i := range n + 1 {
+		if err := db.CreateGroup(ctx, fmt.Sprint("g", i), "g", "u", []string{"v"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before int64
+	if err := db.readers.QueryRow(`SELECT version FROM conversations WHERE id = 'g70'`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	// Held up behind a job until all are queued: one batch.
+	release := make(chan struct{})
+	held := make(chan struct{})
+	go db.w.exec(ctx, func(*wtx) error { close(held); <-release; return nil })
+	<-held
+	var pend []chat.Pending
+	for i := range n {
+		for k := range 2 {
+			pend = append(pend, db.Append(ctx, chat.Message{Conv: fmt.Sprint("g", i), From: "u", ClientMsgID: fmt.Sprint(i, "-", k), Kind: chat.KindText, Body: "hi"}))
+		}
+	}
+	close(release)
+	for _, p := range pend {
+		if _, _, err := p(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	versions := map[int64]bool{}
+	for i := range n + 1 {
+		conv := fmt.Sprint("g", i)
+		var maxSeq, version, read, ack, otherRead int64
+		if err := db.readers.QueryRow(`SELECT max_seq, version FROM conversations WHERE id = ?`, conv).Scan(&maxSeq, &version); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.readers.QueryRow(`SELECT read_seq, last_ack_seq FROM members WHERE conv_id = ? AND user_id = 'u'`, conv).Scan(&read, &ack); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.readers.QueryRow(`SELECT read_seq FROM members WHERE conv_id = ? AND user_id = 'v'`, conv).Scan(&otherRead); err != nil {
+			t.Fatal(err)
+		}
+		want := int64(2)
+		if i == n {
+			want = 0 // no send: untouched
+			if version != before {
+				t.Errorf("%s: version moved from %d to %d without a send", conv, before, version)
+			}
+		} else {
+			if versions[version] || version <= before {
+				t.Errorf("%s: version %d repeated or not after %d", conv, version, before)
+			}
+			versions[version] = true
+		}
+		if maxSeq != want || read != want || ack != want || otherRead != 0 {
+			t.Errorf("%s: max_seq %d, sender read/ack %d/%d, other member read %d; want %d, %d/%d, 0", conv, maxSeq, read, ack, otherRead, want, want, want)
+		}
+	}
+}
