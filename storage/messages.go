@@ -288,6 +288,10 @@ func (w *writer) finishMessages(t *wtx) error {
 		return nil
 	}
 	args := t.w.finishArgs[:0]
+	defer func() {
+		clear(args[:cap(args)]) // keep no id alive
+		t.w.finishArgs = args[:0]
+	}()
 	// In commit order, so that versions follow it.
 	for _, c := range t.touched {
 		v, err := t.nextVersion()
@@ -305,10 +309,7 @@ func (w *writer) finishMessages(t *wtx) error {
 			args = append(args, s.conv, s.user, s.max)
 		}
 	}
-	err := updateRows(t, finishSenders, args)
-	clear(args[:cap(args)]) // keep no id alive
-	t.w.finishArgs = args[:0]
-	return err
+	return updateRows(t, finishSenders, args)
 }
 
 // rowsUpdate is an UPDATE of many rows, each given by a row of values,

@@ -67,7 +67,7 @@ func sqliteHandle(dc any) (uintptr, *libc.TLS, error) {
 	}
 	if v.Kind() == reflect.Struct {
 		db, tls := v.FieldByName("db"), v.FieldByName("tls")
-		if db.Kind() == reflect.Uintptr && tls.Type() == reflect.TypeFor[*libc.TLS]() {
+		if db.IsValid() && tls.IsValid() && db.Kind() == reflect.Uintptr && tls.Type() == reflect.TypeFor[*libc.TLS]() {
 			return uintptr(db.Uint()), (*libc.TLS)(tls.UnsafePointer()), nil
 		}
 	}

@@ -60,3 +60,16 @@ func indexLookupReprepares(conn *sql.Conn) (n int32, text string, err error) {
 	})
 	return n, text, err
 }
+
+// A connection of another driver, or of this one renamed, is an error, not
+// a panic.
+func TestSQLiteHandleOfAnotherDriver(t *testing.T) {
+	for _, dc := range []any{nil, 7, &struct{ db uintptr }{}, &struct {
+		db  uintptr
+		tls int
+	}{}} {
+		if _, _, err := sqliteHandle(dc); err == nil {
+			t.Errorf("sqliteHandle(%T) found a handle", dc)
+		}
+	}
+}
