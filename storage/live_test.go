@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,11 +57,7 @@ func TestLiveTextsWindow(t *testing.T) {
 // with its exact refusal.
 func TestLiveTextsAnswerReactions(t *testing.T) {
 	ctx := context.Background()
-	var now atomic.Int64
-	db, _ := openTest(t, Options{Clock: func() int64 { return now.Add(1) }})
-	if err := db.CreateGroup(ctx, "g", "g", "u", []string{"v"}); err != nil {
-		t.Fatal(err)
-	}
+	db, now := openGroup(t)
 	seqs := texts(t, db, 3)
 	if got := db.w.live.count(); got != 3 {
 		t.Fatalf("%d texts known live after 3 sends, want 3", got)
@@ -143,11 +138,7 @@ func TestLiveTextsOtherProcess(t *testing.T) {
 // removed by retention, in the same transaction is not live after it.
 func TestLiveTextsGoneInTheirTransaction(t *testing.T) {
 	ctx := context.Background()
-	var now atomic.Int64
-	db, _ := openTest(t, Options{Clock: func() int64 { return now.Add(1) }})
-	if err := db.CreateGroup(ctx, "g", "g", "u", []string{"v"}); err != nil {
-		t.Fatal(err)
-	}
+	db, now := openGroup(t)
 	texts(t, db, 1)
 	// hold runs a function job that waits: what is queued meanwhile
 	// joins its transaction.

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,11 +111,7 @@ func TestMutationCountsOfTwoProcesses(t *testing.T) {
 // mutations it deleted are not subtracted from what comes after.
 func TestMutationCountsAfterRetention(t *testing.T) {
 	ctx := context.Background()
-	var now atomic.Int64
-	db, _ := openTest(t, Options{Clock: func() int64 { return now.Add(1) }})
-	if err := db.CreateGroup(ctx, "g", "g", "u", []string{"v"}); err != nil {
-		t.Fatal(err)
-	}
+	db, now := openGroup(t)
 	t1 := send(t, db, textMsg("u", "t1"))
 	send(t, db, reactMsg("u", "r1", t1))
 	send(t, db, reactMsg("v", "r2", t1))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/imserver/imserver/chat"
@@ -41,6 +42,18 @@ func reactMsg(from, id string, target int64) chat.Message {
 
 func deleteMsg(from, id string, target int64) chat.Message {
 	return chat.Message{Conv: "g", From: from, ClientMsgID: id, Kind: chat.KindDelete, Target: target}
+}
+
+// openGroup opens a store with group g of u and v, on a clock that moves
+// 1 ms each time it is read (retention cuts by it).
+func openGroup(t *testing.T) (*DB, *atomic.Int64) {
+	t.Helper()
+	now := new(atomic.Int64)
+	db, _ := openTest(t, Options{Clock: func() int64 { return now.Add(1) }})
+	if err := db.CreateGroup(context.Background(), "g", "g", "u", []string{"v"}); err != nil {
+		t.Fatal(err)
+	}
+	return db, now
 }
 
 // texts appends n texts from u to g and returns their seqs.
