@@ -243,18 +243,13 @@ func loadTarget(t *wtx, m *chat.Message, seq int64) (target, string, error) {
 // or lies outside the sender's visible range), unlike a mutation's target,
 // which must be a text message.
 func checkReplyTo(t *wtx, m *chat.Message) error {
-	var minSeq int64
-	if err := t.QueryRow(`SELECT min_seq FROM members WHERE conv_id = $1 AND user_id = $2`, m.Conv, m.From).Scan(&minSeq); err != nil {
-		return err
+	var visible bool
+	err := t.QueryRow(`SELECT EXISTS (SELECT 1 FROM messages m JOIN members mb ON mb.conv_id = m.conv_id AND mb.user_id = $3
+		WHERE m.conv_id = $1 AND m.seq = $2 AND m.seq >= mb.min_seq)`, m.Conv, m.ReplyTo, m.From).Scan(&visible)
+	if err == nil && !visible {
+		err = chat.Errorf(chat.ENotFound, "message %d not found", m.ReplyTo)
 	}
-	if m.ReplyTo >= minSeq {
-		var one int
-		err := t.QueryRow(`SELECT 1 FROM messages WHERE conv_id = $1 AND seq = $2`, m.Conv, m.ReplyTo).Scan(&one)
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-	}
-	return chat.Errorf(chat.ENotFound, "message %d not found", m.ReplyTo)
+	return err
 }
 
 // checkV11 decides whether m may be stored; a refusal is a *chat.Error,
