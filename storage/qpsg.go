@@ -22,19 +22,16 @@ import (
 // smallest ids, so a delete prepared that statement again for most of its
 // words: a third of what the erasure cost the writer
 // (BENCHMARKS.md, session 12). The writer binds no LIKE pattern and the
-// database has no ANALYZE statistics, the other two uses of bound values,
-// so nothing else changes. The readers keep the default: a user search
+// database has no ANALYZE statistics; its statements that bind a LIMIT or
+// a small integer plan the same either way (EXPLAIN QUERY PLAN with and
+// without the guarantee). The readers keep the default: a user search
 // binds a LIKE prefix.
 
 // enableQPSG sets the guarantee on conn, a connection of this package's
 // driver (modernc.org/sqlite), which has no option for it: the call needs
 // the driver's connection handle, read from its unexported fields.
 func enableQPSG(conn *sql.Conn) error {
-	return conn.Raw(func(dc any) error {
-		db, tls, err := sqliteHandle(dc)
-		if err != nil {
-			return err
-		}
+	return onSQLite(conn, func(db uintptr, tls *libc.TLS) error {
 		if on, err := dbConfig(tls, db, sqlite3.SQLITE_DBCONFIG_ENABLE_QPSG, 1); err != nil {
 			return err
 		} else if on != 1 {
@@ -44,18 +41,16 @@ func enableQPSG(conn *sql.Conn) error {
 	})
 }
 
-// qpsgEnabled reports whether conn has the guarantee (for tests).
-func qpsgEnabled(conn *sql.Conn) (bool, error) {
-	var on int32
-	err := conn.Raw(func(dc any) error {
+// onSQLite runs fn with the sqlite3* of conn and its C thread state, the
+// connection held for fn alone.
+func onSQLite(conn *sql.Conn, fn func(db uintptr, tls *libc.TLS) error) error {
+	return conn.Raw(func(dc any) error {
 		db, tls, err := sqliteHandle(dc)
 		if err != nil {
 			return err
 		}
-		on, err = dbConfig(tls, db, sqlite3.SQLITE_DBCONFIG_ENABLE_QPSG, -1)
-		return err
+		return fn(db, tls)
 	})
-	return on == 1, err
 }
 
 // sqliteHandle returns the sqlite3* and the C thread state of a driver

@@ -45,11 +45,7 @@ func TestSecureDeletePlansOnce(t *testing.T) {
 // a term's page in a segment was prepared again, and its text ("" when
 // the connection has not prepared it).
 func indexLookupReprepares(conn *sql.Conn) (n int32, text string, err error) {
-	err = conn.Raw(func(dc any) error {
-		db, tls, err := sqliteHandle(dc)
-		if err != nil {
-			return err
-		}
+	err = onSQLite(conn, func(db uintptr, tls *libc.TLS) error {
 		for st := sqlite3.Xsqlite3_next_stmt(tls, db, 0); st != 0; st = sqlite3.Xsqlite3_next_stmt(tls, db, st) {
 			if q := libc.GoString(sqlite3.Xsqlite3_sql(tls, st)); strings.HasPrefix(q, "SELECT pgno FROM") && strings.Contains(q, "messages_fts_idx") {
 				n += sqlite3.Xsqlite3_stmt_status(tls, st, sqlite3.SQLITE_STMTSTATUS_REPREPARE, 0)
@@ -72,4 +68,15 @@ func TestSQLiteHandleOfAnotherDriver(t *testing.T) {
 			t.Errorf("sqliteHandle(%T) found a handle", dc)
 		}
 	}
+}
+
+// qpsgEnabled reports whether conn has the guarantee.
+func qpsgEnabled(conn *sql.Conn) (bool, error) {
+	var on int32
+	err := onSQLite(conn, func(db uintptr, tls *libc.TLS) error {
+		var err error
+		on, err = dbConfig(tls, db, sqlite3.SQLITE_DBCONFIG_ENABLE_QPSG, -1)
+		return err
+	})
+	return on == 1, err
 }
