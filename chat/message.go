@@ -52,6 +52,11 @@ type Message struct {
 	// Origin is the session that sent the message, so that it gets `sent`
 	// instead of `msg`. Empty for HTTP sends. Never stored.
 	Origin string `json:"-"`
+	// RetryOnly, when set, asks the store for the message stored earlier
+	// under this client_msg_id and to refuse the send with RetryOnly when
+	// there is none, storing nothing: a sender over its rate limit still
+	// learns the seq of a retry the recent ids no longer know.
+	RetryOnly *Error `json:"-"`
 }
 
 // Reaction is one emoji on a message and who put it there, in order.

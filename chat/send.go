@@ -24,6 +24,10 @@ type SendRequest struct {
 	Attachments []string
 	// Origin is the sending session; empty for HTTP.
 	Origin string
+
+	// refused is set by checkSend when the send may only be a retry
+	// (Message.RetryOnly).
+	refused *Error
 }
 
 // Send stores a message and returns it once durable; duplicate is true when
@@ -65,7 +69,7 @@ func (s *Service) prepareSend(ctx context.Context, from string, req SendRequest)
 	if err != nil || m != nil {
 		return Message{}, m, err
 	}
-	if r != nil { // else not a member now: the store decides (checkSend)
+	if r != nil && req.refused == nil { // else the store decides (checkSend)
 		s.recordStorm(ctx, req.Conv)
 	}
 	msg := Message{
@@ -80,8 +84,9 @@ func (s *Service) prepareSend(ctx context.Context, from string, req SendRequest)
 		On:          req.On,
 		ReplyTo:     req.ReplyTo,
 		Origin:      req.Origin,
+		RetryOnly:   req.refused,
 	}
-	if r != nil && (req.Kind == KindText || req.Kind == KindEdit) {
+	if r != nil && req.refused == nil && (req.Kind == KindText || req.Kind == KindEdit) {
 		msg.Mentions = mentions(r, from, req.Body)
 	}
 	return msg, nil, nil
@@ -142,12 +147,22 @@ func (s *Service) checkSend(ctx context.Context, from string, req *SendRequest) 
 	if m, ok := s.retried(ctx, from, req); ok {
 		return &m, r, nil
 	}
-	if ok, wait := s.limits.allow(from, time.Now()); !ok {
+	now := time.Now()
+	if ok, wait := s.limits.allow(from, now); !ok {
 		ms := wait.Milliseconds()
 		if ms < 1 {
 			ms = 1
 		}
-		return nil, nil, &Error{Code: ERateLimited, Message: "sending too fast", RetryAfterMS: ms}
+		e := &Error{Code: ERateLimited, Message: "sending too fast", RetryAfterMS: ms}
+		// The recent ids forget (a restart, eviction), so only the store
+		// can tell a retry from a new send. It is asked, at most at the
+		// send rate again: a flood over the limit costs the writer a
+		// bounded number of look-ups, and stores nothing.
+		if ok, _ := s.retryLookups.allow(from, now); ok {
+			req.refused = e
+			return nil, r, nil
+		}
+		return nil, nil, e
 	}
 	return nil, r, nil
 }

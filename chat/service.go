@@ -103,20 +103,23 @@ type Service struct {
 	cfg     Config
 	log     *slog.Logger
 
-	rosters    *rosterCache
-	dedup      *recentIDs
-	limits     *sendLimits
-	acks       *ackBuffer
-	maxSeqs    maxSeqs
-	receipts   *receiptBuffer
-	hashing    chan struct{} // bounds concurrent password hashing (memory-hard)
-	uses       *sessionUses
-	pwFailures *sendLimits
-	storm      *stormMode // nil when storm mode is off
-	obs        Observer
-	typing     typingLimiter
-	online     onlineHook
-	notify     *notifier // nil when push is off
+	rosters *rosterCache
+	dedup   *recentIDs
+	limits  *sendLimits
+	// retryLookups bounds the sends over the limit that the store is
+	// asked about as possible retries (checkSend).
+	retryLookups *sendLimits
+	acks         *ackBuffer
+	maxSeqs      maxSeqs
+	receipts     *receiptBuffer
+	hashing      chan struct{} // bounds concurrent password hashing (memory-hard)
+	uses         *sessionUses
+	pwFailures   *sendLimits
+	storm        *stormMode // nil when storm mode is off
+	obs          Observer
+	typing       typingLimiter
+	online       onlineHook
+	notify       *notifier // nil when push is off
 
 	commits chan commit
 	stop    chan struct{}
@@ -128,22 +131,23 @@ type Service struct {
 func NewService(store Store, deliver Deliverer, cfg Config, log *slog.Logger) *Service {
 	cfg.setDefaults()
 	s := &Service{
-		store:      store,
-		deliver:    deliver,
-		cfg:        cfg,
-		log:        log,
-		rosters:    newRosterCache(),
-		dedup:      newRecentIDs(cfg.DedupEntries),
-		limits:     newSendLimits(cfg.SendRate, cfg.SendBurst),
-		acks:       newAckBuffer(),
-		receipts:   newReceiptBuffer(),
-		hashing:    make(chan struct{}, 2),
-		uses:       newSessionUses(),
-		pwFailures: newSendLimits(1/cfg.PasswordRefill.Seconds(), cfg.PasswordFailures),
-		storm:      newStormMode(cfg.Storm),
-		obs:        cfg.Observer,
-		commits:    make(chan commit, 1024),
-		stop:       make(chan struct{}),
+		store:        store,
+		deliver:      deliver,
+		cfg:          cfg,
+		log:          log,
+		rosters:      newRosterCache(),
+		dedup:        newRecentIDs(cfg.DedupEntries),
+		limits:       newSendLimits(cfg.SendRate, cfg.SendBurst),
+		retryLookups: newSendLimits(cfg.SendRate, cfg.SendBurst),
+		acks:         newAckBuffer(),
+		receipts:     newReceiptBuffer(),
+		hashing:      make(chan struct{}, 2),
+		uses:         newSessionUses(),
+		pwFailures:   newSendLimits(1/cfg.PasswordRefill.Seconds(), cfg.PasswordFailures),
+		storm:        newStormMode(cfg.Storm),
+		obs:          cfg.Observer,
+		commits:      make(chan commit, 1024),
+		stop:         make(chan struct{}),
 	}
 	s.notify = newNotifier(s, cfg.Push)
 	s.wg.Add(4)

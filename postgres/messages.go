@@ -83,6 +83,8 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 				j.r = result{msg: p, dup: true}
 			} else if _, ok := fresh[k]; ok {
 				j.r = result{dup: true} // filled in below
+			} else if m.RetryOnly != nil {
+				j.r = result{err: m.RetryOnly}
 			} else {
 				fresh[k] = i
 				count[c]++

@@ -167,6 +167,10 @@ func (w *writer) appendV11(t *wtx, j *job) error {
 		j.r = result{err: chat.Errorf(chat.ENotMember, "not a member of this conversation")}
 		return nil
 	}
+	if m.RetryOnly != nil {
+		j.r = result{err: m.RetryOnly}
+		return nil
+	}
 	tg, err := w.checkV11(t, c, &m)
 	var files []chat.File
 	if err == nil && len(m.Attachments) > 0 {

@@ -269,3 +269,60 @@ func TestRateLimit(t *testing.T) {
 		t.Errorf("%d messages stored, want %d", got, want)
 	}
 }
+
+// TestRetryOverRateLimit: a retry is answered with its first result even
+// when the sender's bucket is empty and the recent ids no longer hold it
+// (PROTOCOL guarantee 3): only the store can tell it from a new send.
+// Sends over the limit that are no retries are still refused, and store
+// nothing.
+func TestRetryOverRateLimit(t *testing.T) {
+	ts := newServer(t, func(c *testConfig) {
+		c.chat.SendRate, c.chat.SendBurst = 0.01, 3
+		c.chat.DedupEntries = 1 // the recent ids keep only the last send
+	})
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	d := alice.direct(t, bob)
+	first := alice.send(t, d.ID, "ok-0", "first")
+	alice.send(t, d.ID, "ok-1", "second")
+	alice.send(t, d.ID, "ok-2", "third")
+
+	alice.post(t, convPath(d.ID, "messages"), map[string]string{"client_msg_id": "new", "body": "too fast"}).
+		wantError(t, http.StatusTooManyRequests, "rate_limited")
+	r := alice.post(t, convPath(d.ID, "messages"), map[string]string{"client_msg_id": "ok-0", "body": "retried"}).want(t, http.StatusOK)
+	var reply struct {
+		Message   messageJSON `json:"message"`
+		Duplicate bool        `json:"duplicate"`
+	}
+	r.decode(t, &reply)
+	if !reply.Duplicate || reply.Message.Seq != first.Seq || reply.Message.Body != "first" {
+		t.Errorf("HTTP retry over the limit: got %s, want the first message (seq %d) as a duplicate", r, first.Seq)
+	}
+
+	c := alice.dial(t, "alice")
+	if f := c.sendWS(t, d.ID, "ok-1", "retried"); f.Type != "sent" || f.Duplicate == nil || !*f.Duplicate || f.message().Seq != first.Seq+1 {
+		t.Errorf("WS retry over the limit: got %s, want sent duplicate of seq %d", f, first.Seq+1)
+	}
+	if f := c.sendWS(t, d.ID, "ws-new", "too fast"); f.Type != "error" || f.Code != "rate_limited" || f.RetryAfterMS <= 0 {
+		t.Errorf("WS new send over the limit: got %s, want error rate_limited", f)
+	}
+	if got, want := len(alice.all(t, d.ID)), 3; got != want {
+		t.Errorf("%d messages stored, want %d", got, want)
+	}
+
+	// The look-ups are bounded too: a flood over the limit gets 429
+	// without reaching the store once their own bucket is empty, and the
+	// session stays open.
+	for i := range 20 {
+		f := c.sendWS(t, d.ID, "flood-"+strconv.Itoa(i), "flood")
+		if f.Type != "error" || f.Code != "rate_limited" {
+			t.Fatalf("flood %d: got %s, want rate_limited", i, f)
+		}
+	}
+	if f := c.sendWS(t, d.ID, "ok-2", "retried"); f.Type != "error" || f.Code != "rate_limited" {
+		t.Errorf("retry once the look-ups are spent: got %s, want rate_limited (the client retries after retry_after_ms)", f)
+	}
+	c.ping(t)
+	if got, want := len(alice.all(t, d.ID)), 3; got != want {
+		t.Errorf("%d messages stored after the flood, want %d", got, want)
+	}
+}

@@ -32,6 +32,13 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 		j.r = result{err: chat.Errorf(chat.ENotMember, "not a member of this conversation")}
 		return nil
 	}
+	if j.msg.RetryOnly != nil {
+		if found, err := w.findDuplicate(t, j, j.msg); found || err != nil {
+			return err
+		}
+		j.r = result{err: j.msg.RetryOnly}
+		return nil
+	}
 	c := j.conv
 	if c.r.err != nil {
 		j.r = result{err: c.r.err}

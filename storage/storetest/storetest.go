@@ -6,6 +6,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 	}{
 		{"AppendConcurrentGapless", testAppendConcurrentGapless},
 		{"AppendRefused", testAppendRefused},
+		{"RetryOnly", testRetryOnly},
 		{"SeqsAfterReopen", testSeqsAfterReopen},
 		{"MembershipChangeInsideBatch", testMembershipChangeInsideBatch},
 		{"OnCommitOrder", testOnCommitOrder},
@@ -193,6 +195,61 @@ func testAppendRefused(t *testing.T, o Opener) {
 	}
 	if m, _, err := db.Append(ctx, text("g", "u", "2"))(); err != nil || m.Seq != 2 {
 		t.Errorf("next: got seq %d, %v", m.Seq, err)
+	}
+}
+
+// testRetryOnly: a message marked RetryOnly is answered with the message
+// stored earlier under its client_msg_id (a text, a mutation, one queued
+// in the same batch, one stored before a reopen), and otherwise refused
+// with its error, storing nothing and taking no seq.
+func testRetryOnly(t *testing.T, o Opener) {
+	ctx := context.Background()
+	over := &chat.Error{Code: chat.ERateLimited, Message: "sending too fast", RetryAfterMS: 20}
+	retry := func(m chat.Message) chat.Message { m.RetryOnly = over; return m }
+	db, closeFn := o(t, Options{})
+	must(t, db.CreateGroup(ctx, "g", "g", "u", []string{"v"}))
+	for _, id := range []string{"1", "2"} {
+		_, _, err := db.Append(ctx, text("g", "u", id))()
+		must(t, err)
+	}
+	closeFn()
+
+	db = open(t, o, Options{BatchDelay: 100 * time.Millisecond})
+	react := reaction("g", "v", "r", 1, "👍", true)
+	_, _, err := db.Append(ctx, react)()
+	must(t, err)
+	// One batch: retries of what was stored before the reopen, a new
+	// text, its retry behind it, and sends that are no retries.
+	pend := []chat.Pending{
+		db.Append(ctx, retry(text("g", "u", "1"))),
+		db.Append(ctx, retry(react)),
+		db.Append(ctx, text("g", "u", "3")),
+		db.Append(ctx, retry(text("g", "u", "3"))),
+		db.Append(ctx, retry(text("g", "u", "new"))),
+		db.Append(ctx, retry(reaction("g", "v", "r2", 2, "🎉", true))),
+		db.Append(ctx, text("g", "u", "4")),
+	}
+	want := []struct {
+		seq int64
+		dup bool
+	}{{1, true}, {3, true}, {4, false}, {4, true}, {0, false}, {0, false}, {5, false}}
+	for i, p := range pend {
+		m, dup, err := p()
+		if want[i].seq == 0 {
+			if e, ok := err.(*chat.Error); !ok || e != over {
+				t.Errorf("send %d, no retry: got %+v, %v; want the RetryOnly error", i, m, err)
+			}
+			continue
+		}
+		if err != nil || m.Seq != want[i].seq || dup != want[i].dup {
+			t.Errorf("send %d: got seq %d dup %v %v; want seq %d dup %v", i, m.Seq, dup, err, want[i].seq, want[i].dup)
+		}
+	}
+	if got := allSeqs(t, db, "g", "u"); !slices.Equal(got, []int64{1, 2, 3, 4, 5}) {
+		t.Errorf("stored seqs: got %v, want [1 2 3 4 5]", got)
+	}
+	if p := page(t, db, "g", "u"); len(p[2].Reactions) != 0 {
+		t.Errorf("the refused reaction changed its target: %+v", p[2])
 	}
 }
 
