@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -133,4 +134,37 @@ func TestSearchBadInput(t *testing.T) {
 	wantBodies(t, "quoted", alice.search(t, q(`"(old) mill"`)), "near the (old) mill")
 	wantBodies(t, "operator words", alice.search(t, q(`near AND mill`)))
 	wantBodies(t, "NEAR as a word", alice.search(t, q(`NEAR mill`)), "near the (old) mill")
+}
+
+// TestSearchResultsCarryAttachments: a search result is the message as a
+// pull returns it, attachments included, with links that open without the
+// header.
+func TestSearchResultsCarryAttachments(t *testing.T) {
+	ts := newServer(t)
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	g := alice.group(t, "g", bob)
+	img := pngImage(t, 40, 30)
+	f := alice.uploadFile(t, "chart.png", "image/png", img)
+	alice.sendFiles(t, g.ID, "with-file", "quarterly chart", f.ID).want(t, http.StatusCreated)
+	alice.send(t, g.ID, "without", "quarterly numbers")
+
+	var got struct {
+		Results []struct {
+			Message fileMessageJSON `json:"message"`
+		} `json:"results"`
+	}
+	bob.get(t, "/api/v1/search?"+q("quarterly")).want(t, http.StatusOK).decode(t, &got)
+	if len(got.Results) != 2 {
+		t.Fatalf("got %d results, want 2", len(got.Results))
+	}
+	if a := got.Results[0].Message.Attachments; len(a) != 0 {
+		t.Errorf("the message without files: got attachments %+v", a)
+	}
+	a := got.Results[1].Message.Attachments
+	if len(a) != 1 || a[0].ID != f.ID || a[0].Name != "chart.png" || a[0].Width != 40 || a[0].Height != 30 || a[0].URL == "" {
+		t.Fatalf("the message with a file: got attachments %+v, want chart.png (%s) with its link", a, f.ID)
+	}
+	if r := ts.fetch(t, a[0].URL, ""); r.Status != http.StatusOK || !bytes.Equal(r.Body, img) {
+		t.Errorf("the result's link: status %d, %d bytes", r.Status, len(r.Body))
+	}
 }

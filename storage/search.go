@@ -113,6 +113,9 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 		if err := foldReactions(ctx, tx, m.Conv, one); err != nil {
 			return res, err
 		}
+		if err := db.pageFiles(ctx, tx, m.Conv, one); err != nil {
+			return res, err
+		}
 		res.Results = append(res.Results, chat.SearchHit{Conv: m.Conv, Message: one[0], Snippet: chat.Snippet(m.Body, q.Terms, snippetRunes)})
 	}
 	return res, nil
