@@ -147,8 +147,11 @@ func (s *Service) AddMembers(ctx context.Context, me, conv string, users []strin
 	if err != nil {
 		return nil, err
 	}
-	added, err := s.store.AddMembers(ctx, conv, ids)
-	s.membershipChanged(conv)
+	var added []string
+	err = s.changeMembers(conv, func() (err error) {
+		added, err = s.store.AddMembers(ctx, conv, ids)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -176,8 +179,7 @@ func (s *Service) Kick(ctx context.Context, me, conv, user string) error {
 	if err := CheckRemove(r.roles[me], target); err != nil {
 		return err
 	}
-	err = s.store.KickMember(ctx, conv, me, user)
-	s.membershipChanged(conv)
+	err = s.changeMembers(conv, func() error { return s.store.KickMember(ctx, conv, me, user) })
 	if err != nil {
 		return err
 	}
@@ -207,8 +209,7 @@ func (s *Service) SetRole(ctx context.Context, me, conv, user, role string) erro
 	if current == role {
 		return nil
 	}
-	err = s.store.SetRole(ctx, conv, me, user, role)
-	s.membershipChanged(conv)
+	err = s.changeMembers(conv, func() error { return s.store.SetRole(ctx, conv, me, user, role) })
 	if err != nil {
 		return err
 	}
@@ -229,8 +230,7 @@ func (s *Service) Leave(ctx context.Context, me, conv string) error {
 	if r.Kind != Group {
 		return Errorf(EBadRequest, "a direct conversation cannot be left")
 	}
-	err = s.store.RemoveMember(ctx, conv, me)
-	s.membershipChanged(conv)
+	err = s.changeMembers(conv, func() error { return s.store.RemoveMember(ctx, conv, me) })
 	if err != nil {
 		return err
 	}
@@ -254,8 +254,8 @@ func (s *Service) Clear(ctx context.Context, me, conv string) error {
 	if _, err := s.store.Membership(ctx, conv, me); err != nil {
 		return err
 	}
-	err := s.store.ClearHistory(ctx, conv, me)
-	s.membershipChanged(conv) // fan-out must see my new min_seq
+	// Fan-out must see my new min_seq.
+	err := s.changeMembers(conv, func() error { return s.store.ClearHistory(ctx, conv, me) })
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,13 @@ type rosterCache struct {
 	// gen counts forgets: a load that began before a forget must not put
 	// the roster it read back into the cache (it may predate a kick).
 	gen uint64
+	// changing counts the membership changes of each conversation ("":
+	// of any) that are being committed. The writer goes on committing
+	// messages after a kick, and their fan-out may run before the kick's
+	// caller is back to forget the entry: meanwhile no entry is kept, so
+	// that every fan-out reads the members as committed, never a list
+	// that still holds the kicked member (PROTOCOL guarantee 4).
+	changing map[string]int
 }
 
 type cachedRoster struct {
@@ -56,7 +63,7 @@ func (r *cachedRoster) splitTarget(seq, target int64) (see, blind []string) {
 }
 
 func newRosterCache() *rosterCache {
-	return &rosterCache{m: make(map[string]*cachedRoster)}
+	return &rosterCache{m: make(map[string]*cachedRoster), changing: make(map[string]int)}
 }
 
 // maxCachedRosters bounds the cache; past it the cache starts over, which
@@ -86,6 +93,10 @@ func (c *rosterCache) get(ctx context.Context, store ConversationStore, conv str
 			c.mu.Unlock()
 			continue
 		}
+		if c.changing[conv] > 0 || c.changing[""] > 0 {
+			c.mu.Unlock()
+			return r, nil // read after every commit before it; not kept
+		}
 		if len(c.m) >= maxCachedRosters {
 			c.m = make(map[string]*cachedRoster)
 		}
@@ -93,6 +104,27 @@ func (c *rosterCache) get(ctx context.Context, store ConversationStore, conv str
 		c.mu.Unlock()
 		return r, nil
 	}
+}
+
+// begin says that a membership change of conv ("": of any conversation)
+// is about to be committed: its entry is dropped and none is kept until
+// end.
+func (c *rosterCache) begin(conv string) {
+	c.mu.Lock()
+	c.changing[conv]++
+	c.mu.Unlock()
+	c.forget(conv)
+}
+
+// end says that the change begun for conv was committed (or failed), and
+// drops the entry again.
+func (c *rosterCache) end(conv string) {
+	c.mu.Lock()
+	if c.changing[conv]--; c.changing[conv] <= 0 {
+		delete(c.changing, conv)
+	}
+	c.mu.Unlock()
+	c.forget(conv)
 }
 
 // forget drops conv's entry; "" drops every entry.

@@ -178,13 +178,19 @@ type Peers interface {
 	RosterChanged(conv string)
 }
 
-// membershipChanged drops conv's cached members here and in the other
-// processes, so that none delivers to a kicked member or refuses a new one.
-func (s *Service) membershipChanged(conv string) {
-	s.rosters.forget(conv)
+// changeMembers commits change, a change of conv's members ("": of every
+// conversation a user is in), and drops conv's cached members here and in
+// the other processes, so that none delivers to a kicked member or
+// refuses a new one. No members are cached here while it commits
+// (rosterCache.begin).
+func (s *Service) changeMembers(conv string, change func() error) error {
+	s.rosters.begin(conv)
+	err := change()
+	s.rosters.end(conv)
 	if s.cfg.Peers != nil {
 		s.cfg.Peers.RosterChanged(conv)
 	}
+	return err
 }
 
 // ForgetRoster drops conv's cached members after another process changed

@@ -1,10 +1,13 @@
 package server_test
 
 import (
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestDirectConversation(t *testing.T) {
@@ -592,4 +595,76 @@ func TestRenameGroup(t *testing.T) {
 	d := alice.direct(t, bob)
 	ts.do(t, "PATCH", convPath(d.ID), alice.Token, map[string]string{"name": "us"}).wantError(t, http.StatusBadRequest, "bad_request")
 	ts.do(t, "PATCH", convPath("nonexistent"), alice.Token, map[string]string{"name": "x"}).wantError(t, http.StatusNotFound, "not_found")
+}
+
+// TestKickUnderLoad: messages committed right after a kick never reach the
+// kicked member live, while sends keep the writer busy (PROTOCOL guarantee
+// 4). Their fan-out may run before the kick's own caller is back; the
+// members it meets must already be those after the kick.
+func TestKickUnderLoad(t *testing.T) {
+	ts := newServer(t, func(c *testConfig) { c.chat.SendRate, c.chat.SendBurst = 1e6, 1e6 })
+	alice := ts.register(t, "alice")
+	senders := make([]*wsClient, 8)
+	for i := range senders {
+		senders[i] = alice.dial(t, "alice")
+	}
+	for round := range 6 {
+		bob := ts.register(t, "bob"+strconv.Itoa(round))
+		g := alice.group(t, "g", bob)
+		bobWS := bob.dial(t, "bob")
+		written := make([]int, len(senders))
+		for _, c := range senders {
+			c.mu.Lock()
+			c.frames, c.used = nil, nil // this round's answers only
+			c.mu.Unlock()
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, c := range senders {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// One send in flight, as people send: small commits one
+				// after another, none of which fills bob's queue (a full
+				// queue cuts his live stream and would hide a leak).
+				for n := 0; ; n++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					id := fmt.Sprintf("r%d-s%d-%d", round, i, n)
+					if c.writeErr(map[string]any{"type": "send", "req": id, "conv": g.ID, "client_msg_id": id, "body": "load"}) != nil {
+						return
+					}
+					written[i]++
+					if c.await(func() bool { return c.answered(id) }) != nil {
+						return
+					}
+				}
+			}()
+		}
+		bobWS.waitLive(t, g.ID, 20)
+		alice.del(t, convPath(g.ID, "members", bob.ID())).want(t, http.StatusNoContent)
+		time.Sleep(50 * time.Millisecond)
+		close(stop)
+		wg.Wait()
+		for i, c := range senders {
+			if n := len(c.received(func(f frame) bool { return f.Type == "sent" })); n != written[i] {
+				t.Fatalf("round %d: sender %d: %d of %d sends answered", round, i, n, written[i])
+			}
+		}
+		bound := bob.conversation(t, g.ID).MaxSeq
+		bobWS.mu.Lock()
+		cut := bobWS.err != nil // a session too slow is closed: it has all it got
+		bobWS.mu.Unlock()
+		if !cut {
+			bobWS.ping(t)
+		}
+		for _, m := range bobWS.liveMessages(g.ID) {
+			if m.Seq > bound {
+				t.Fatalf("round %d: the kicked member got seq %d live, past its bound %d", round, m.Seq, bound)
+			}
+		}
+	}
 }

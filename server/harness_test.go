@@ -1047,3 +1047,14 @@ func (c *wsClient) closeStatus(t testing.TB) websocket.StatusCode {
 	defer c.mu.Unlock()
 	return websocket.CloseStatus(c.err)
 }
+
+// answered reports whether a frame answering req has arrived; call it
+// under c.mu (in await).
+func (c *wsClient) answered(req string) bool {
+	for i := len(c.frames) - 1; i >= 0; i-- {
+		if c.frames[i].Req == req {
+			return true
+		}
+	}
+	return false
+}
