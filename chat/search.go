@@ -13,6 +13,7 @@ const (
 	MaxSearchLimit     = 100
 	maxQueryBytes      = 512
 	maxQueryTerms      = 16
+	maxCursorBytes     = 256
 )
 
 // SearchQuery is a parsed search. Match is a full-text query the store can
@@ -30,7 +31,10 @@ type SearchQuery struct {
 	// BeforeSeq keeps seqs below it (paging with Conv; without, in every
 	// conversation, as the contract allows); 0 for none.
 	BeforeSeq int64
-	Limit     int
+	// Cursor is the Next of the page before, "" for the first page: it
+	// pages across conversations, where one seq says nothing.
+	Cursor string
+	Limit  int
 }
 
 // SearchPart is one term of a query: a word or a "phrase" (the text
@@ -62,12 +66,18 @@ type SearchResults struct {
 	// Indexing is set while the index is still being built: older
 	// messages may be missing from the results.
 	Indexing *SearchIndexing `json:"indexing,omitempty"`
+	// Next, set when Completed is false, is where this page ended, for
+	// the next page's cursor. It is the store's and means nothing else.
+	Next string `json:"next,omitempty"`
 }
+
+// ErrBadCursor answers a cursor that no page of this store's gave.
+var ErrBadCursor = Errorf(EBadRequest, "cursor is not one a search answered")
 
 // Search finds the text messages user may see whose current body matches
 // q: words (all must match, whole words, any order), "quoted phrases" and
 // prefix*; case and accents are ignored.
-func (s *Service) Search(ctx context.Context, user, q, conv string, beforeSeq int64, limit int) (SearchResults, error) {
+func (s *Service) Search(ctx context.Context, user, q, conv string, beforeSeq int64, cursor string, limit int) (SearchResults, error) {
 	sq, err := ParseSearch(q)
 	if err != nil {
 		return SearchResults{}, err
@@ -81,7 +91,10 @@ func (s *Service) Search(ctx context.Context, user, q, conv string, beforeSeq in
 	case limit > MaxSearchLimit:
 		limit = MaxSearchLimit
 	}
-	sq.Conv, sq.BeforeSeq, sq.Limit = conv, beforeSeq, limit
+	if len(cursor) > maxCursorBytes {
+		return SearchResults{}, ErrBadCursor
+	}
+	sq.Conv, sq.BeforeSeq, sq.Cursor, sq.Limit = conv, beforeSeq, cursor, limit
 	return s.store.Search(ctx, user, sq)
 }
 

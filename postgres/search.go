@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -137,6 +138,16 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 		args = append(args, q.BeforeSeq)
 		query += ` AND m.seq < $` + strconv.Itoa(len(args))
 	}
+	if q.Cursor != "" {
+		// Below the last hit returned, in the order below.
+		c, err := parseCursor(q.Cursor)
+		if err != nil {
+			return res, err
+		}
+		args = append(args, c.ts, c.conv, c.seq)
+		n := len(args)
+		query += fmt.Sprintf(` AND (m.ts, m.conv_id, m.seq) < ($%d, $%d, $%d)`, n-2, n-1, n)
+	}
 	rows, err := tx.Query(ctx, query+` ORDER BY m.ts DESC, m.conv_id DESC, m.seq DESC LIMIT $3`, args...)
 	if err != nil {
 		return res, wrap(err)
@@ -157,6 +168,8 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 	res.Completed = len(hits) <= limit
 	if !res.Completed {
 		hits = hits[:limit]
+		last := hits[limit-1]
+		res.Next = formatCursor(searchCursor{ts: last.TS, conv: last.Conv, seq: last.Seq})
 	}
 	for i := range hits {
 		one := hits[i : i+1]
@@ -179,4 +192,30 @@ func searchError(err error) error {
 		return chat.Errorf(chat.EBadRequest, "the search query cannot be run")
 	}
 	return wrap(err)
+}
+
+// searchCursor is where a page of results ended: results are ordered by
+// (ts, conv_id, seq), newest first. As a string, "t" and the three
+// separated by dots, the conversation id last (ids are opaque).
+type searchCursor struct {
+	ts   int64
+	conv string
+	seq  int64
+}
+
+func formatCursor(c searchCursor) string {
+	return "t" + strconv.FormatInt(c.ts, 10) + "." + strconv.FormatInt(c.seq, 10) + "." + c.conv
+}
+
+func parseCursor(s string) (searchCursor, error) {
+	parts := strings.SplitN(strings.TrimPrefix(s, "t"), ".", 3)
+	if !strings.HasPrefix(s, "t") || len(parts) != 3 || !storable(parts[2]) {
+		return searchCursor{}, chat.ErrBadCursor
+	}
+	ts, err1 := strconv.ParseInt(parts[0], 10, 64)
+	seq, err2 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return searchCursor{}, chat.ErrBadCursor
+	}
+	return searchCursor{ts: ts, conv: parts[2], seq: seq}, nil
 }

@@ -18,7 +18,7 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.chat.Search(r.Context(), userOf(r).ID, q.Get("q"), q.Get("conv"), before, limit)
+	res, err := s.chat.Search(r.Context(), userOf(r).ID, q.Get("q"), q.Get("conv"), before, q.Get("cursor"), limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -15,7 +15,8 @@ type searchJSON struct {
 		Message teamMessage `json:"message"`
 		Snippet string      `json:"snippet"`
 	} `json:"results"`
-	Completed bool `json:"completed"`
+	Completed bool   `json:"completed"`
+	Next      string `json:"next"`
 }
 
 func (a *account) search(t testing.TB, params string) searchJSON {
@@ -166,5 +167,64 @@ func TestSearchResultsCarryAttachments(t *testing.T) {
 	}
 	if r := ts.fetch(t, a[0].URL, ""); r.Status != http.StatusOK || !bytes.Equal(r.Body, img) {
 		t.Errorf("the result's link: status %d, %d bytes", r.Status, len(r.Body))
+	}
+}
+
+// TestSearchPagesAcrossConversations: a search of every conversation pages
+// on with the cursor its answer gives (next), to the last hit, each once,
+// in the order of one big page; a cursor no search gave is bad_request.
+func TestSearchPagesAcrossConversations(t *testing.T) {
+	ts := newServer(t)
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	g1, g2 := alice.group(t, "one", bob), alice.group(t, "two", bob)
+	for i := range 7 {
+		conv := g1.ID
+		if i%3 == 1 {
+			conv = g2.ID
+		}
+		alice.send(t, conv, "m"+strconv.Itoa(i), "budget item "+strconv.Itoa(i))
+	}
+	alice.send(t, g2.ID, "other", "nothing to find")
+
+	all := bob.search(t, q("budget")+"&limit=100")
+	if len(all.Results) != 7 || !all.Completed || all.Next != "" {
+		t.Fatalf("one page: got %d results, completed %v, next %q; want 7, true, none", len(all.Results), all.Completed, all.Next)
+	}
+	var paged []string
+	cursor := ""
+	for page := 0; ; page++ {
+		if page > 7 {
+			t.Fatalf("still not completed after %d pages", page)
+		}
+		params := q("budget") + "&limit=2"
+		if cursor != "" {
+			params += "&cursor=" + url.QueryEscape(cursor)
+		}
+		p := bob.search(t, params)
+		paged = append(paged, p.bodies()...)
+		if p.Completed {
+			if p.Next != "" {
+				t.Errorf("the last page has next %q", p.Next)
+			}
+			break
+		}
+		if len(p.Results) != 2 || p.Next == "" {
+			t.Fatalf("page %d: %d results, next %q; want 2 and a cursor", page, len(p.Results), p.Next)
+		}
+		cursor = p.Next
+	}
+	if got, want := strings.Join(paged, "|"), strings.Join(all.bodies(), "|"); got != want {
+		t.Errorf("paged: got %s, want %s", got, want)
+	}
+
+	// Within one conversation, as before_seq does.
+	p := bob.search(t, q("budget")+"&limit=2&conv="+g1.ID)
+	p = bob.search(t, q("budget")+"&limit=10&conv="+g1.ID+"&cursor="+url.QueryEscape(p.Next))
+	if len(p.Results) != 3 || !p.Completed {
+		t.Errorf("second page in one conversation: got %q, want the 3 older of its 5", p.bodies())
+	}
+
+	for _, bad := range []string{"x", "d", "t1.2", "d-5", strings.Repeat("9", 300)} {
+		bob.get(t, "/api/v1/search?"+q("budget")+"&cursor="+url.QueryEscape(bad)).wantError(t, http.StatusBadRequest, "bad_request")
 	}
 }

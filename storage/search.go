@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/imserver/imserver/chat"
@@ -49,8 +50,18 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 	if match == "" {
 		match = q.Match // a query not made by chat.ParseSearch
 	}
-	query := `SELECT d.conv_id, d.seq FROM messages_fts f JOIN search_docs d ON d.doc = f.rowid WHERE messages_fts MATCH ?`
+	query := `SELECT f.rowid, d.conv_id, d.seq FROM messages_fts f JOIN search_docs d ON d.doc = f.rowid WHERE messages_fts MATCH ?`
 	args := []any{match}
+	if q.Cursor != "" {
+		// Hits are walked by document number, newest first: the next
+		// page starts below the last one returned.
+		doc, err := parseCursor(q.Cursor)
+		if err != nil {
+			return res, err
+		}
+		query += ` AND f.rowid < ?`
+		args = append(args, doc)
+	}
 	if q.Conv != "" {
 		query += ` AND d.conv_id = ?`
 		args = append(args, q.Conv)
@@ -70,10 +81,11 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 	// so is every term of an edited one.
 	senderOf := db.senderOf(ctx, tx)
 	var hits []chat.Message
+	var docs []int64
 	for len(hits) <= q.Limit && rows.Next() {
 		var conv string
-		var seq int64
-		if err := rows.Scan(&conv, &seq); err != nil {
+		var doc, seq int64
+		if err := rows.Scan(&doc, &conv, &seq); err != nil {
 			return res, err
 		}
 		r, ok := ranges[conv]
@@ -99,6 +111,7 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 			continue
 		}
 		hits = append(hits, m)
+		docs = append(docs, doc)
 	}
 	if err := rows.Err(); err != nil {
 		return res, searchError(err)
@@ -107,6 +120,7 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 	res.Completed = len(hits) <= q.Limit
 	if !res.Completed {
 		hits = hits[:q.Limit]
+		res.Next = cursorPrefix + strconv.FormatInt(docs[q.Limit-1], 10)
 	}
 	for _, m := range hits {
 		one := []chat.Message{m}
@@ -155,4 +169,16 @@ func searchError(err error) error {
 		return chat.Errorf(chat.EBadRequest, "the search query cannot be run")
 	}
 	return err
+}
+
+// cursorPrefix marks a cursor as this store's: a search's Next is the
+// document number of the last hit it returned.
+const cursorPrefix = "d"
+
+func parseCursor(c string) (int64, error) {
+	doc, err := strconv.ParseInt(strings.TrimPrefix(c, cursorPrefix), 10, 64)
+	if !strings.HasPrefix(c, cursorPrefix) || err != nil || doc < 1 {
+		return 0, chat.ErrBadCursor
+	}
+	return doc, nil
 }
