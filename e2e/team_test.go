@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -254,6 +255,32 @@ func TestTeamwork(t *testing.T) {
 			alice.fail("the snippet was parsed as HTML")
 		}
 		alice.saveScreenshot("search.png")
+
+		// The 150 "later" messages come 30 at a time, newest first, each
+		// once, through "More results" (the answer's cursor).
+		alice.eval(`document.querySelector('#search-input').value = ''`, nil)
+		alice.typeInto("#search-input", "later")
+		alice.pressEnter(false)
+		alice.waitFor("the first page", `document.querySelector('#search-status').textContent === '30+ results for “later”' && !!document.querySelector('#search-more')`)
+		alice.eval(`document.querySelector('#search-more').scrollIntoView()`, nil)
+		alice.saveScreenshot("search-more.png")
+		for page := 2; page <= 5; page++ {
+			alice.click("#search-more")
+			alice.waitFor(fmt.Sprintf("page %d", page), fmt.Sprintf(`document.querySelectorAll('#search-results .search-result').length === %d`, page*30))
+		}
+		alice.waitFor("all of them, and no more button", `document.querySelector('#search-status').textContent === '150 results for “later”' && !document.querySelector('#search-more')`)
+		got := alice.evalString(`[...document.querySelectorAll('#search-results .result-snippet')].map(e => e.textContent).join('|')`)
+		var want []string
+		for i := 150; i >= 1; i-- {
+			want = append(want, "later "+strconv.Itoa(i))
+		}
+		if got != strings.Join(want, "|") {
+			alice.fail("paged results %.200q…, want later 150 down to later 1", got)
+		}
+		alice.eval(`document.querySelector('#search-input').value = ''`, nil)
+		alice.typeInto("#search-input", "zebrafish")
+		alice.pressEnter(false)
+		alice.waitFor("the zebrafish result again", `document.querySelectorAll('#search-results .search-result').length === 1`)
 		alice.click("#search-results .search-result")
 		alice.waitFor("the conversation open at the hit", `document.querySelector('#chat-title')?.textContent === 'Team' && (e => {
 			if (!e || !e.querySelector('.msg-body').textContent.startsWith('the zebrafish')) return false;

@@ -114,8 +114,13 @@ export function createApi({ getToken, onUnauthorized }) {
     // extra: the v1.1 fields (kind, target, emoji, on, reply_to, attachments).
     send: (id, clientMsgId, body, extra) =>
       post(`/conversations/${enc(id)}/messages`, { ...extra, client_msg_id: clientMsgId, body }),
-    search: (q, { conv, beforeSeq, limit = 20 } = {}) =>
-      get(`/search?q=${enc(q)}&limit=${limit}${conv ? `&conv=${enc(conv)}` : ''}${beforeSeq ? `&before_seq=${beforeSeq}` : ''}`),
+    // cursor: the next of the page before (pages across conversations).
+    search: (q, { conv, beforeSeq, cursor, limit = 20 } = {}) =>
+      get(
+        `/search?q=${enc(q)}&limit=${limit}${conv ? `&conv=${enc(conv)}` : ''}${beforeSeq ? `&before_seq=${beforeSeq}` : ''}${
+          cursor ? `&cursor=${enc(cursor)}` : ''
+        }`,
+      ),
     uploadFile: (file, name, onProgress) => upload(file, name, onProgress),
     messagesAfter: (id, afterSeq, limit) => get(`/conversations/${enc(id)}/messages?after_seq=${afterSeq}&limit=${limit}`),
     messagesBefore: (id, beforeSeq, limit) =>

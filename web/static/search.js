@@ -20,6 +20,7 @@ export class SearchPanel {
     this.onOpen = onOpen;
     this.container = container;
     this.seq = 0;
+    this.count = 0;
     this.query = '';
     this.input = h('input', {
       type: 'search',
@@ -116,11 +117,9 @@ export class SearchPanel {
       return;
     }
     if (mine !== this.seq) return;
-    const results = res?.results ?? [];
-    this.statusEl.textContent = results.length
-      ? `${results.length}${res.completed ? '' : '+'} ${results.length === 1 ? 'result' : 'results'} for “${q}”`
-      : `No messages match “${q}”.`;
-    this.listEl.replaceChildren(...results.map((r) => this.item(r)));
+    this.count = 0;
+    this.listEl.replaceChildren();
+    this.show(res, q);
     this.showIndexing(res?.indexing);
     if (res?.indexing) {
       this.refresh = setTimeout(() => {
@@ -129,6 +128,43 @@ export class SearchPanel {
         if (mine === this.seq && !this.listEl.contains(document.activeElement)) this.run();
       }, INDEXING_REFRESH_MS);
     }
+  }
+
+  // show adds a page of results to the list, with a button for the next
+  // page while the answer says there are more (its cursor, next).
+  show(res, q) {
+    const results = res?.results ?? [];
+    this.count += results.length;
+    this.listEl.querySelector('#search-more')?.closest('li').remove();
+    this.listEl.append(...results.map((r) => this.item(r)));
+    this.statusEl.textContent = this.count
+      ? `${this.count}${res.completed ? '' : '+'} ${this.count === 1 ? 'result' : 'results'} for “${q}”`
+      : `No messages match “${q}”.`;
+    if (!res?.completed && res?.next) {
+      const more = h('button', { type: 'button', class: 'link search-more', id: 'search-more' }, 'More results');
+      more.addEventListener('click', () => this.more(q, res.next, more));
+      this.listEl.append(h('li', null, more));
+    }
+  }
+
+  async more(q, cursor, button) {
+    const mine = this.seq;
+    this.stopRefresh(); // a refresh would start over from the first page
+    button.disabled = true;
+    button.textContent = 'Loading…';
+    let res;
+    try {
+      res = await this.client.search(q, { limit: LIMIT, cursor });
+    } catch (err) {
+      if (mine !== this.seq) return;
+      button.disabled = false;
+      button.textContent = 'More results';
+      this.statusEl.textContent = `Search failed: ${err.message}`;
+      return;
+    }
+    if (mine !== this.seq) return;
+    this.show(res, q);
+    this.listEl.querySelectorAll('.search-result')[this.count - (res?.results?.length ?? 0)]?.focus();
   }
 
   stopRefresh() {
