@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -155,9 +156,32 @@ func (s *Service) AddMembers(ctx context.Context, me, conv string, users []strin
 	if err != nil {
 		return nil, err
 	}
-	s.notifyEntries(ctx, conv, added)
+	// The members before them see the new count on their entries.
+	s.notifyEntries(ctx, conv, s.withMembers(ctx, conv, added))
 	s.introduce(ctx, conv, added)
 	return added, nil
+}
+
+// withMembers is users and the current members of conv online now, each
+// once: after a membership change every member's entry shows a new
+// members_count. Those offline find the change by its version when they
+// sync, so their entries are not read for nothing.
+func (s *Service) withMembers(ctx context.Context, conv string, users []string) []string {
+	r, err := s.rosters.get(ctx, s.store, conv)
+	if err != nil {
+		return users
+	}
+	others := r.ids
+	if f := s.online.f.Load(); f != nil {
+		others = (*f)(ctx, r.ids)
+	}
+	out := append([]string(nil), users...)
+	for _, id := range others {
+		if !slices.Contains(users, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // Kick ends user's membership; owners may kick anyone, admins only members.
@@ -183,7 +207,7 @@ func (s *Service) Kick(ctx context.Context, me, conv, user string) error {
 	if err != nil {
 		return err
 	}
-	s.notifyEntries(ctx, conv, []string{user})
+	s.notifyEntries(ctx, conv, s.withMembers(ctx, conv, []string{user}))
 	return nil
 }
 
@@ -234,18 +258,9 @@ func (s *Service) Leave(ctx context.Context, me, conv string) error {
 	if err != nil {
 		return err
 	}
-	changed := []string{me}
-	// When I was the owner (as the store's transaction saw it, whatever
-	// the cached list said), the store made another member owner: its
-	// entry changed too.
-	if now, err := s.store.Roster(ctx, conv); err == nil {
-		for _, m := range now.Members {
-			if m.Role == RoleOwner && r.roles[m.UserID] != RoleOwner {
-				changed = append(changed, m.UserID)
-			}
-		}
-	}
-	s.notifyEntries(ctx, conv, changed)
+	// Every member's entry changed: its members_count, and when I was the
+	// owner, the role of the member the store made owner.
+	s.notifyEntries(ctx, conv, s.withMembers(ctx, conv, []string{me}))
 	return nil
 }
 

@@ -668,3 +668,28 @@ func TestKickUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestMembershipFramesReachMembers: when someone joins, is kicked or
+// leaves, every member online gets its entry again (a conversation frame),
+// whose members_count changed.
+func TestMembershipFramesReachMembers(t *testing.T) {
+	ts := newServer(t)
+	alice, bob, carol, dave := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol"), ts.register(t, "dave")
+	g := alice.group(t, "team", bob, carol)
+	carolWS := carol.dial(t, "carol")
+	entry := func(what string, count int) {
+		t.Helper()
+		f := carolWS.next(t, what, func(f frame) bool {
+			return f.Type == "conversation" && f.Conversation != nil && f.Conversation.ID == g.ID
+		})
+		if f.Conversation.MembersCount != count || f.Conversation.Left {
+			t.Errorf("%s: carol's entry %s, want members_count %d", what, f, count)
+		}
+	}
+	alice.post(t, convPath(g.ID, "members"), map[string]any{"user_ids": []string{dave.ID()}}).want(t, http.StatusOK)
+	entry("after dave joined", 4)
+	alice.del(t, convPath(g.ID, "members", dave.ID())).want(t, http.StatusNoContent)
+	entry("after dave was kicked", 3)
+	bob.post(t, convPath(g.ID, "leave"), nil).want(t, http.StatusNoContent)
+	entry("after bob left", 2)
+}
