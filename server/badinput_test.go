@@ -286,9 +286,14 @@ func TestRetryOverRateLimit(t *testing.T) {
 	alice.send(t, d.ID, "ok-1", "second")
 	alice.send(t, d.ID, "ok-2", "third")
 
-	alice.post(t, convPath(d.ID, "messages"), map[string]string{"client_msg_id": "new", "body": "too fast"}).
+	// A new send over the limit is looked up, found to be none, and
+	// refused as before: nothing stored, the wait in both forms.
+	r := alice.post(t, convPath(d.ID, "messages"), map[string]string{"client_msg_id": "new", "body": "too fast"}).
 		wantError(t, http.StatusTooManyRequests, "rate_limited")
-	r := alice.post(t, convPath(d.ID, "messages"), map[string]string{"client_msg_id": "ok-0", "body": "retried"}).want(t, http.StatusOK)
+	if e, _ := r.JSON["error"].(map[string]any); e["retry_after_ms"] == nil || r.Header.Get("Retry-After") == "" {
+		t.Errorf("refused after the look-up: got %s with Retry-After %q, want retry_after_ms and the header", r, r.Header.Get("Retry-After"))
+	}
+	r = alice.post(t, convPath(d.ID, "messages"), map[string]string{"client_msg_id": "ok-0", "body": "retried"}).want(t, http.StatusOK)
 	var reply struct {
 		Message   messageJSON `json:"message"`
 		Duplicate bool        `json:"duplicate"`
