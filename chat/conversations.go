@@ -156,6 +156,9 @@ func (s *Service) AddMembers(ctx context.Context, me, conv string, users []strin
 	if err != nil {
 		return nil, err
 	}
+	if len(added) == 0 {
+		return added, nil // nobody new: no entry changed
+	}
 	// The members before them see the new count on their entries.
 	s.notifyEntries(ctx, conv, s.withMembers(ctx, conv, added))
 	s.introduce(ctx, conv, added)

@@ -18,8 +18,9 @@ type rosterCache struct {
 	// of any) that are being committed. The writer goes on committing
 	// messages after a kick, and their fan-out may run before the kick's
 	// caller is back to forget the entry: meanwhile no entry is kept, so
-	// that every fan-out reads the members as committed, never a list
-	// that still holds the kicked member (PROTOCOL guarantee 4).
+	// that every fan-out in this process reads the members as committed,
+	// never a list that still holds the kicked member (PROTOCOL guarantee
+	// 4; other processes: Service.changeMembers).
 	changing map[string]int
 }
 
@@ -112,36 +113,36 @@ func (c *rosterCache) get(ctx context.Context, store ConversationStore, conv str
 func (c *rosterCache) begin(conv string) {
 	c.mu.Lock()
 	c.changing[conv]++
+	c.dropLocked(conv)
 	c.mu.Unlock()
-	c.forget(conv)
 }
 
 // end says that the change begun for conv was committed (or failed), and
-// drops the entry again.
+// drops the entry again, in the same critical section: a load that read
+// the members before the commit must not be kept in between.
 func (c *rosterCache) end(conv string) {
 	c.mu.Lock()
 	if c.changing[conv]--; c.changing[conv] <= 0 {
 		delete(c.changing, conv)
 	}
+	c.dropLocked(conv)
 	c.mu.Unlock()
-	c.forget(conv)
 }
 
 // forget drops conv's entry; "" drops every entry.
 func (c *rosterCache) forget(conv string) {
-	if conv == "" {
-		c.clear()
-		return
-	}
 	c.mu.Lock()
-	c.gen++
-	delete(c.m, conv)
+	c.dropLocked(conv)
 	c.mu.Unlock()
 }
 
-func (c *rosterCache) clear() {
-	c.mu.Lock()
+// dropLocked drops conv's entry ("": every entry) and makes loads that
+// began before read again.
+func (c *rosterCache) dropLocked(conv string) {
 	c.gen++
-	c.m = make(map[string]*cachedRoster)
-	c.mu.Unlock()
+	if conv == "" {
+		c.m = make(map[string]*cachedRoster)
+		return
+	}
+	delete(c.m, conv)
 }

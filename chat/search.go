@@ -71,7 +71,8 @@ type SearchResults struct {
 	Next string `json:"next,omitempty"`
 }
 
-// ErrBadCursor answers a cursor that no page of this store's gave.
+// ErrBadCursor answers a cursor that is not of the form this store's
+// pages give.
 var ErrBadCursor = Errorf(EBadRequest, "cursor is not one a search answered")
 
 // Search finds the text messages user may see whose current body matches

@@ -183,14 +183,20 @@ type Peers interface {
 // the other processes, so that none delivers to a kicked member or
 // refuses a new one. No members are cached here while it commits
 // (rosterCache.begin).
+//
+// Only this process's fan-out is covered: another process sharing the
+// store drops its cached members when RosterChanged reaches it, and until
+// then may deliver what it commits after the change to a member just
+// kicked.
 func (s *Service) changeMembers(conv string, change func() error) error {
 	s.rosters.begin(conv)
-	err := change()
-	s.rosters.end(conv)
-	if s.cfg.Peers != nil {
-		s.cfg.Peers.RosterChanged(conv)
-	}
-	return err
+	defer func() {
+		s.rosters.end(conv)
+		if s.cfg.Peers != nil {
+			s.cfg.Peers.RosterChanged(conv)
+		}
+	}()
+	return change()
 }
 
 // ForgetRoster drops conv's cached members after another process changed
