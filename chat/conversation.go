@@ -115,6 +115,10 @@ type Roster struct {
 	Conv    string
 	Kind    string
 	Members []Member
+	// Version counts the changes of who the members are (a join, a leave
+	// or kick): a message committed after a change carries at least its
+	// count (Message.RosterV).
+	Version int64
 }
 
 // Has reports whether user is a current member.

@@ -57,6 +57,11 @@ type Message struct {
 	// there is none, storing nothing: a sender over its rate limit still
 	// learns the seq of a retry the recent ids no longer know.
 	RetryOnly *Error `json:"-"`
+	// RosterV is the Version of the conversation's members as the
+	// transaction that stored the message saw them. Fan-out with members
+	// cached before that would reach a member kicked since, perhaps by
+	// another process. Never stored.
+	RosterV int64 `json:"-"`
 }
 
 // Reaction is one emoji on a message and who put it there, in order.

@@ -7,21 +7,16 @@ import (
 
 // rosterCache keeps the current members of recently used conversations, so
 // that a send checks membership and fans out without a query. Every
-// membership change goes through the Service, which drops the entry.
+// membership change goes through a Service, which drops the entry; a
+// change made by another process is seen by fan-out as soon as a message
+// committed after it is (Roster.Version), and by this cache when the news
+// comes over the bus.
 type rosterCache struct {
 	mu sync.RWMutex
 	m  map[string]*cachedRoster
 	// gen counts forgets: a load that began before a forget must not put
 	// the roster it read back into the cache (it may predate a kick).
 	gen uint64
-	// changing counts the membership changes of each conversation ("":
-	// of any) that are being committed. The writer goes on committing
-	// messages after a kick, and their fan-out may run before the kick's
-	// caller is back to forget the entry: meanwhile no entry is kept, so
-	// that every fan-out in this process reads the members as committed,
-	// never a list that still holds the kicked member (PROTOCOL guarantee
-	// 4; other processes: Service.changeMembers).
-	changing map[string]int
 }
 
 type cachedRoster struct {
@@ -64,7 +59,7 @@ func (r *cachedRoster) splitTarget(seq, target int64) (see, blind []string) {
 }
 
 func newRosterCache() *rosterCache {
-	return &rosterCache{m: make(map[string]*cachedRoster), changing: make(map[string]int)}
+	return &rosterCache{m: make(map[string]*cachedRoster)}
 }
 
 // maxCachedRosters bounds the cache; past it the cache starts over, which
@@ -94,10 +89,6 @@ func (c *rosterCache) get(ctx context.Context, store ConversationStore, conv str
 			c.mu.Unlock()
 			continue
 		}
-		if c.changing[conv] > 0 || c.changing[""] > 0 {
-			c.mu.Unlock()
-			return r, nil // read after every commit before it; not kept
-		}
 		if len(c.m) >= maxCachedRosters {
 			c.m = make(map[string]*cachedRoster)
 		}
@@ -107,42 +98,21 @@ func (c *rosterCache) get(ctx context.Context, store ConversationStore, conv str
 	}
 }
 
-// begin says that a membership change of conv ("": of any conversation)
-// is about to be committed: its entry is dropped and none is kept until
-// end.
-func (c *rosterCache) begin(conv string) {
-	c.mu.Lock()
-	c.changing[conv]++
-	c.dropLocked(conv)
-	c.mu.Unlock()
-}
-
-// end says that the change begun for conv was committed (or failed), and
-// drops the entry again, in the same critical section: a load that read
-// the members before the commit must not be kept in between.
-func (c *rosterCache) end(conv string) {
-	c.mu.Lock()
-	if c.changing[conv]--; c.changing[conv] <= 0 {
-		delete(c.changing, conv)
-	}
-	c.dropLocked(conv)
-	c.mu.Unlock()
-}
-
 // forget drops conv's entry; "" drops every entry.
 func (c *rosterCache) forget(conv string) {
+	if conv == "" {
+		c.clear()
+		return
+	}
 	c.mu.Lock()
-	c.dropLocked(conv)
+	c.gen++
+	delete(c.m, conv)
 	c.mu.Unlock()
 }
 
-// dropLocked drops conv's entry ("": every entry) and makes loads that
-// began before read again.
-func (c *rosterCache) dropLocked(conv string) {
+func (c *rosterCache) clear() {
+	c.mu.Lock()
 	c.gen++
-	if conv == "" {
-		c.m = make(map[string]*cachedRoster)
-		return
-	}
-	delete(c.m, conv)
+	c.m = make(map[string]*cachedRoster)
+	c.mu.Unlock()
 }

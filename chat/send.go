@@ -272,6 +272,13 @@ func (s *Service) fanOut(ctx context.Context, msgs []Message) {
 	for i := range msgs {
 		m := &msgs[i]
 		r, err := s.rosters.get(ctx, s.store, m.Conv)
+		if err == nil && r.Version < m.RosterV {
+			// The members changed before the message was committed, and
+			// the news has not reached this cache (another process made
+			// the change): read them as committed now.
+			s.rosters.forget(m.Conv)
+			r, err = s.rosters.get(ctx, s.store, m.Conv)
+		}
 		if err != nil {
 			// Members will find the message with their next sync.
 			s.log.Warn("fan-out: roster", "conv", m.Conv, "err", err)

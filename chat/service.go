@@ -180,18 +180,13 @@ type Peers interface {
 
 // changeMembers commits change, a change of conv's members ("": of every
 // conversation a user is in), and drops conv's cached members here and in
-// the other processes, so that none delivers to a kicked member or
-// refuses a new one. No members are cached here while it commits
-// (rosterCache.begin).
-//
-// Only this process's fan-out is covered: another process sharing the
-// store drops its cached members when RosterChanged reaches it, and until
-// then may deliver what it commits after the change to a member just
-// kicked.
+// the other processes, so that sends are checked against the members as
+// they are. Fan-out does not wait for that news: a message committed
+// after the change carries the members' newer version, and the fan-out of
+// any process reads them again (fanOut).
 func (s *Service) changeMembers(conv string, change func() error) error {
-	s.rosters.begin(conv)
 	defer func() {
-		s.rosters.end(conv)
+		s.rosters.forget(conv)
 		if s.cfg.Peers != nil {
 			s.cfg.Peers.RosterChanged(conv)
 		}

@@ -104,7 +104,7 @@ func (db *DB) AddMembers(ctx context.Context, conv string, users []string) ([]st
 // version, so every member's entry shows the change.
 func touchConversation(t *wtx, conv string) error {
 	v, _ := t.nextVersion()
-	_, err := t.Exec(`UPDATE conversations SET version = $1,
+	_, err := t.Exec(`UPDATE conversations SET version = $1, roster_v = roster_v + 1,
 		members_count = (SELECT COUNT(*) FROM members WHERE conv_id = $2 AND max_seq IS NULL) WHERE id = $2`, v, conv)
 	return err
 }
@@ -333,7 +333,9 @@ func (db *DB) Membership(ctx context.Context, conv, user string) (chat.Membershi
 // Roster implements chat.ConversationStore.
 func (db *DB) Roster(ctx context.Context, conv string) (chat.Roster, error) {
 	r := chat.Roster{Conv: conv, Members: []chat.Member{}}
-	err := db.pool.QueryRow(ctx, `SELECT kind FROM conversations WHERE id = $1`, conv).Scan(&r.Kind)
+	// The version is read before the members: a list newer than its
+	// version is only read again, never kept past a change.
+	err := db.pool.QueryRow(ctx, `SELECT kind, roster_v FROM conversations WHERE id = $1`, conv).Scan(&r.Kind, &r.Version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, chat.Errorf(chat.ENotFound, "conversation not found")
 	} else if err != nil {

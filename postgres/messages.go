@@ -152,6 +152,7 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 		}
 		c.max = m.Seq
 		t.senders[[2]string{m.Conv, m.From}].max = m.Seq
+		m.RosterV = c.rosterV
 		t.committed = append(t.committed, m)
 		m.Origin = ""
 		j.r = result{msg: m}
@@ -195,11 +196,11 @@ func (w *writer) lockConvs(t *wtx, run []*job) {
 		return
 	}
 	slices.Sort(ids)
-	t.queue(`SELECT id, kind, GREATEST(max_seq, seq_bound) FROM conversations WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids).Query(func(rows pgx.Rows) error {
+	t.queue(`SELECT id, kind, GREATEST(max_seq, seq_bound), roster_v FROM conversations WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			c := &convTx{}
 			var floor int64
-			if err := rows.Scan(&c.id, &c.kind, &floor); err != nil {
+			if err := rows.Scan(&c.id, &c.kind, &floor, &c.rosterV); err != nil {
 				return err
 			}
 			c.next = floor + 1

@@ -213,6 +213,7 @@ func (w *writer) appendV11(t *wtx, j *job) error {
 	}
 	c.max = m.Seq
 	s.max = m.Seq
+	m.RosterV = c.rosterV
 	t.committed = append(t.committed, m)
 	m.Origin = ""
 	j.r = result{msg: m}

@@ -42,6 +42,9 @@ type convTx struct {
 	next   int64 // next seq from the row (rowSeqs)
 	max    int64 // largest seq appended, 0 for none
 	stored int64 // max as last written to conversations.max_seq
+	// rosterV is the count of member changes, read with the row's lock
+	// (chat.Message.RosterV).
+	rosterV int64
 }
 
 // senderTx is one (conversation, sender) pair of a transaction.

@@ -1,13 +1,17 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/imserver/imserver/server"
 )
 
 func TestDirectConversation(t *testing.T) {
@@ -692,4 +696,36 @@ func TestMembershipFramesReachMembers(t *testing.T) {
 	entry("after dave was kicked", 3)
 	bob.post(t, convPath(g.ID, "leave"), nil).want(t, http.StatusNoContent)
 	entry("after bob left", 2)
+}
+
+// TestKickByAnotherProcess: a member kicked by another process sharing
+// the store (here a second store on the same database, which tells this
+// server nothing) gets nothing live that this server stores after the
+// kick, though this server had the members cached before it: a message
+// carries the version of the members it was committed with, newer than
+// the cached list (PROTOCOL guarantee 4).
+func TestKickByAnotherProcess(t *testing.T) {
+	ts := newServer(t)
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	g := alice.group(t, "g", bob)
+	bobWS := bob.dial(t, "bob")
+	before := alice.send(t, g.ID, "before", "before the kick")
+	bobWS.waitLiveSeq(t, g.ID, before.Seq) // the members are cached now
+
+	other, _ := ts.openStore(nil, nil, server.NewMetrics(), slog.New(slog.DiscardHandler))
+	if err := other.KickMember(context.Background(), g.ID, alice.ID(), bob.ID()); err != nil {
+		t.Fatalf("kick through the other store: %v", err)
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	after := alice.send(t, g.ID, "after", "after the kick")
+	bobWS.ping(t)
+	if bobWS.hasLiveSeq(g.ID, after.Seq) {
+		t.Errorf("the member kicked by another process got seq %d live, past its bound %d", after.Seq, before.Seq)
+	}
+	if c := bob.conversation(t, g.ID); !c.Left || c.MaxSeq != before.Seq {
+		t.Errorf("bob's entry: left %v, max_seq %d; want left at %d", c.Left, c.MaxSeq, before.Seq)
+	}
 }

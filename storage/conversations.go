@@ -105,13 +105,14 @@ func (db *DB) AddMembers(ctx context.Context, conv string, users []string) ([]st
 }
 
 // touchConversation recounts members and gives the conversation a new
-// version, so every member's entry shows the change.
+// version, so every member's entry shows the change, and counts the change
+// of members (roster_v, migration 0015).
 func touchConversation(t *wtx, conv string) error {
 	v, err := t.nextVersion()
 	if err != nil {
 		return err
 	}
-	_, err = t.ExecContext(t.ctx, `UPDATE conversations SET version = ?,
+	_, err = t.ExecContext(t.ctx, `UPDATE conversations SET version = ?, roster_v = roster_v + 1,
 		members_count = (SELECT COUNT(*) FROM members WHERE conv_id = ? AND max_seq IS NULL) WHERE id = ?`, v, conv, conv)
 	return err
 }
@@ -338,7 +339,9 @@ func (db *DB) Membership(ctx context.Context, conv, user string) (chat.Membershi
 // Roster implements chat.ConversationStore.
 func (db *DB) Roster(ctx context.Context, conv string) (chat.Roster, error) {
 	r := chat.Roster{Conv: conv, Members: []chat.Member{}}
-	err := db.readers.QueryRowContext(ctx, `SELECT kind FROM conversations WHERE id = ?`, conv).Scan(&r.Kind)
+	// The version is read before the members: a list newer than its
+	// version is only read again, never kept past a change.
+	err := db.readers.QueryRowContext(ctx, `SELECT kind, roster_v FROM conversations WHERE id = ?`, conv).Scan(&r.Kind, &r.Version)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, chat.Errorf(chat.ENotFound, "conversation not found")
 	} else if err != nil {

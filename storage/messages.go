@@ -120,6 +120,7 @@ func (w *writer) appended(t *wtx, j *job, m chat.Message) {
 	if m.Kind == chat.KindText {
 		t.live.added = append(t.live.added, [2]int64{c.key, m.Seq})
 	}
+	m.RosterV = j.sender.rosterV
 	t.committed = append(t.committed, m)
 	m.Origin = ""
 	j.r = result{msg: m}

@@ -482,11 +482,13 @@ func (w *writer) reserve(t *wtx, round []*job) error {
 		}
 		// The row's visible range and role come with it: a mutation or a
 		// reply needs them, and a second look-up would cost as much.
-		member, err := t.stmt(`SELECT min_seq, role FROM members WHERE conv_id = ? AND user_id = ? AND max_seq IS NULL`)
+		// So does the count of member changes its messages carry.
+		member, err := t.stmt(`SELECT m.min_seq, m.role, c.roster_v FROM members m JOIN conversations c ON c.id = m.conv_id
+			WHERE m.conv_id = ? AND m.user_id = ? AND m.max_seq IS NULL`)
 		if err != nil {
 			return err
 		}
-		err = member.QueryRowContext(t.ctx, s.conv, s.user).Scan(&s.minSeq, &s.role)
+		err = member.QueryRowContext(t.ctx, s.conv, s.user).Scan(&s.minSeq, &s.role, &s.rosterV)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}

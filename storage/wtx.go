@@ -81,6 +81,9 @@ type senderTx struct {
 	// its role (who may delete others' messages).
 	minSeq int64
 	role   string
+	// rosterV is the conversation's count of member changes then
+	// (chat.Message.RosterV).
+	rosterV int64
 }
 
 // nextVersion hands out the next value of the global version counter.

@@ -39,6 +39,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"AppendConcurrentGapless", testAppendConcurrentGapless},
 		{"AppendRefused", testAppendRefused},
 		{"RetryOnly", testRetryOnly},
+		{"RosterVersion", testRosterVersion},
 		{"SeqsAfterReopen", testSeqsAfterReopen},
 		{"MembershipChangeInsideBatch", testMembershipChangeInsideBatch},
 		{"OnCommitOrder", testOnCommitOrder},
@@ -250,6 +251,65 @@ func testRetryOnly(t *testing.T, o Opener) {
 	}
 	if p := page(t, db, "g", "u"); len(p[2].Reactions) != 0 {
 		t.Errorf("the refused reaction changed its target: %+v", p[2])
+	}
+}
+
+// testRosterVersion: every join, leave or kick moves the roster's
+// Version, and a committed message carries the Version its transaction
+// saw, so that members read before a kick are known to be older than a
+// message committed after it.
+func testRosterVersion(t *testing.T, o Opener) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var committed []chat.Message
+	db := open(t, o, Options{OnCommit: func(ms []chat.Message) {
+		mu.Lock()
+		committed = append(committed, ms...)
+		mu.Unlock()
+	}})
+	version := func() int64 {
+		t.Helper()
+		r, err := db.Roster(ctx, "g")
+		must(t, err)
+		return r.Version
+	}
+	sent := func(id string) int64 {
+		t.Helper()
+		m, _, err := db.Append(ctx, text("g", "u", id))()
+		must(t, err)
+		// The hook may run just after the sender is answered.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			mu.Lock()
+			for _, c := range committed {
+				if c.Seq == m.Seq {
+					mu.Unlock()
+					return c.RosterV
+				}
+			}
+			mu.Unlock()
+		}
+		t.Fatalf("message %d was not handed to the commit hook", m.Seq)
+		return 0
+	}
+	must(t, db.CreateGroup(ctx, "g", "g", "u", []string{"v"}))
+	v0 := version()
+	if got := sent("1"); got != v0 {
+		t.Errorf("a message before any change carries %d, want %d", got, v0)
+	}
+	_, err := db.AddMembers(ctx, "g", []string{"w"})
+	must(t, err)
+	v1 := version()
+	must(t, db.KickMember(ctx, "g", "u", "w"))
+	v3 := version()
+	if !(v0 < v1 && v1 < v3) {
+		t.Errorf("versions across a join and a kick: %d %d %d, want increasing", v0, v1, v3)
+	}
+	if got := sent("2"); got != v3 {
+		t.Errorf("a message after the changes carries %d, want %d", got, v3)
+	}
+	must(t, db.RemoveMember(ctx, "g", "v"))
+	if v4, got := version(), sent("3"); v4 <= v3 || got != v4 {
+		t.Errorf("after a leave: version %d (before %d), message carries %d", v4, v3, got)
 	}
 }
 
