@@ -277,7 +277,7 @@ func TestRateLimit(t *testing.T) {
 // nothing.
 func TestRetryOverRateLimit(t *testing.T) {
 	ts := newServer(t, func(c *testConfig) {
-		c.chat.SendRate, c.chat.SendBurst = 0.01, 3
+		c.chat.SendRate, c.chat.SendBurst = 0.01, 4
 		c.chat.DedupEntries = 1 // the recent ids keep only the last send
 	})
 	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
@@ -285,6 +285,7 @@ func TestRetryOverRateLimit(t *testing.T) {
 	first := alice.send(t, d.ID, "ok-0", "first")
 	alice.send(t, d.ID, "ok-1", "second")
 	alice.send(t, d.ID, "ok-2", "third")
+	alice.send(t, d.ID, "ok-3", "fourth")
 
 	// A new send over the limit is looked up, found to be none, and
 	// refused as before: nothing stored, the wait in both forms.
@@ -303,14 +304,16 @@ func TestRetryOverRateLimit(t *testing.T) {
 		t.Errorf("HTTP retry over the limit: got %s, want the first message (seq %d) as a duplicate", r, first.Seq)
 	}
 
+	// The same over the WebSocket: a new send refused after its look-up,
+	// a retry answered.
 	c := alice.dial(t, "alice")
-	if f := c.sendWS(t, d.ID, "ok-1", "retried"); f.Type != "sent" || f.Duplicate == nil || !*f.Duplicate || f.message().Seq != first.Seq+1 {
-		t.Errorf("WS retry over the limit: got %s, want sent duplicate of seq %d", f, first.Seq+1)
-	}
 	if f := c.sendWS(t, d.ID, "ws-new", "too fast"); f.Type != "error" || f.Code != "rate_limited" || f.RetryAfterMS <= 0 {
 		t.Errorf("WS new send over the limit: got %s, want error rate_limited", f)
 	}
-	if got, want := len(alice.all(t, d.ID)), 3; got != want {
+	if f := c.sendWS(t, d.ID, "ok-1", "retried"); f.Type != "sent" || f.Duplicate == nil || !*f.Duplicate || f.message().Seq != first.Seq+1 {
+		t.Errorf("WS retry over the limit: got %s, want sent duplicate of seq %d", f, first.Seq+1)
+	}
+	if got, want := len(alice.all(t, d.ID)), 4; got != want {
 		t.Errorf("%d messages stored, want %d", got, want)
 	}
 
@@ -327,7 +330,7 @@ func TestRetryOverRateLimit(t *testing.T) {
 		t.Errorf("retry once the look-ups are spent: got %s, want rate_limited (the client retries after retry_after_ms)", f)
 	}
 	c.ping(t)
-	if got, want := len(alice.all(t, d.ID)), 3; got != want {
+	if got, want := len(alice.all(t, d.ID)), 4; got != want {
 		t.Errorf("%d messages stored after the flood, want %d", got, want)
 	}
 }
