@@ -226,9 +226,16 @@ func (s *Service) RemoveUser(ctx context.Context, username string) error {
 	if err != nil {
 		return err
 	}
-	// The user leaves every conversation it was in; rather than list them,
+	if err := s.store.DeleteUser(ctx, u.ID); err != nil {
+		return err
+	}
+	// The user left every conversation it was in; rather than list them,
 	// start the cache over (accounts are rarely removed).
-	return s.changeMembers("", func() error { return s.store.DeleteUser(ctx, u.ID) })
+	s.rosters.clear()
+	if s.cfg.Peers != nil {
+		s.cfg.Peers.RosterChanged("")
+	}
+	return nil
 }
 
 // Me returns a user by id.

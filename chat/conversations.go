@@ -148,11 +148,8 @@ func (s *Service) AddMembers(ctx context.Context, me, conv string, users []strin
 	if err != nil {
 		return nil, err
 	}
-	var added []string
-	err = s.changeMembers(conv, func() (err error) {
-		added, err = s.store.AddMembers(ctx, conv, ids)
-		return err
-	})
+	added, err := s.store.AddMembers(ctx, conv, ids)
+	s.membershipChanged(conv)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +203,8 @@ func (s *Service) Kick(ctx context.Context, me, conv, user string) error {
 	if err := CheckRemove(r.roles[me], target); err != nil {
 		return err
 	}
-	err = s.changeMembers(conv, func() error { return s.store.KickMember(ctx, conv, me, user) })
+	err = s.store.KickMember(ctx, conv, me, user)
+	s.membershipChanged(conv)
 	if err != nil {
 		return err
 	}
@@ -236,7 +234,8 @@ func (s *Service) SetRole(ctx context.Context, me, conv, user, role string) erro
 	if current == role {
 		return nil
 	}
-	err = s.changeMembers(conv, func() error { return s.store.SetRole(ctx, conv, me, user, role) })
+	err = s.store.SetRole(ctx, conv, me, user, role)
+	s.membershipChanged(conv)
 	if err != nil {
 		return err
 	}
@@ -257,7 +256,8 @@ func (s *Service) Leave(ctx context.Context, me, conv string) error {
 	if r.Kind != Group {
 		return Errorf(EBadRequest, "a direct conversation cannot be left")
 	}
-	err = s.changeMembers(conv, func() error { return s.store.RemoveMember(ctx, conv, me) })
+	err = s.store.RemoveMember(ctx, conv, me)
+	s.membershipChanged(conv)
 	if err != nil {
 		return err
 	}
@@ -272,8 +272,8 @@ func (s *Service) Clear(ctx context.Context, me, conv string) error {
 	if _, err := s.store.Membership(ctx, conv, me); err != nil {
 		return err
 	}
-	// Fan-out must see my new min_seq.
-	err := s.changeMembers(conv, func() error { return s.store.ClearHistory(ctx, conv, me) })
+	err := s.store.ClearHistory(ctx, conv, me)
+	s.membershipChanged(conv) // fan-out must see my new min_seq
 	if err != nil {
 		return err
 	}

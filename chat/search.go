@@ -73,7 +73,7 @@ type SearchResults struct {
 
 // ErrBadCursor answers a cursor that is not of the form this store's
 // pages give.
-var ErrBadCursor = Errorf(EBadRequest, "cursor is not one a search answered")
+var ErrBadCursor = Errorf(EBadRequest, "cursor is malformed: pass the next of a search's answer")
 
 // Search finds the text messages user may see whose current body matches
 // q: words (all must match, whole words, any order), "quoted phrases" and

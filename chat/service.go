@@ -178,20 +178,16 @@ type Peers interface {
 	RosterChanged(conv string)
 }
 
-// changeMembers commits change, a change of conv's members ("": of every
-// conversation a user is in), and drops conv's cached members here and in
-// the other processes, so that sends are checked against the members as
-// they are. Fan-out does not wait for that news: a message committed
-// after the change carries the members' newer version, and the fan-out of
-// any process reads them again (fanOut).
-func (s *Service) changeMembers(conv string, change func() error) error {
-	defer func() {
-		s.rosters.forget(conv)
-		if s.cfg.Peers != nil {
-			s.cfg.Peers.RosterChanged(conv)
-		}
-	}()
-	return change()
+// membershipChanged drops conv's cached members ("": every conversation's)
+// here and in the other processes, so that sends are checked against the
+// members as they are. Fan-out does not wait for that news: a message
+// committed after the change carries the members' newer version, and the
+// fan-out of any process reads them again (fanOut).
+func (s *Service) membershipChanged(conv string) {
+	s.rosters.forget(conv)
+	if s.cfg.Peers != nil {
+		s.cfg.Peers.RosterChanged(conv)
+	}
 }
 
 // ForgetRoster drops conv's cached members after another process changed

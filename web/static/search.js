@@ -20,7 +20,6 @@ export class SearchPanel {
     this.onOpen = onOpen;
     this.container = container;
     this.seq = 0;
-    this.count = 0;
     this.query = '';
     this.input = h('input', {
       type: 'search',
@@ -117,7 +116,6 @@ export class SearchPanel {
       return;
     }
     if (mine !== this.seq) return;
-    this.count = 0;
     this.listEl.replaceChildren();
     this.show(res, q);
     this.showIndexing(res?.indexing);
@@ -134,17 +132,19 @@ export class SearchPanel {
   // page while the answer says there are more (its cursor, next).
   show(res, q) {
     const results = res?.results ?? [];
-    this.count += results.length;
     this.listEl.querySelector('#search-more')?.closest('li').remove();
+    const first = this.listEl.childElementCount; // where this page begins
     this.listEl.append(...results.map((r) => this.item(r)));
-    this.statusEl.textContent = this.count
-      ? `${this.count}${res.completed ? '' : '+'} ${this.count === 1 ? 'result' : 'results'} for “${q}”`
+    const n = this.listEl.childElementCount;
+    this.statusEl.textContent = n
+      ? `${n}${res.completed ? '' : '+'} ${n === 1 ? 'result' : 'results'} for “${q}”`
       : `No messages match “${q}”.`;
     if (!res?.completed && res?.next) {
       const more = h('button', { type: 'button', class: 'link search-more', id: 'search-more' }, 'More results');
       more.addEventListener('click', () => this.more(q, res.next, more));
       this.listEl.append(h('li', null, more));
     }
+    return first;
   }
 
   async more(q, cursor, button) {
@@ -163,8 +163,8 @@ export class SearchPanel {
       return;
     }
     if (mine !== this.seq) return;
-    this.show(res, q);
-    this.listEl.querySelectorAll('.search-result')[this.count - (res?.results?.length ?? 0)]?.focus();
+    const first = this.show(res, q);
+    this.listEl.children[first]?.querySelector('button')?.focus();
   }
 
   stopRefresh() {
