@@ -22,8 +22,8 @@ func TestSearchBackfillSurvivesKill(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "kill.db")
 	// A history of the real binary's making (texts and edits), then set
-	// back to before migration 0007, as an upgrade finds it: the index
-	// empty, every document waiting for the job.
+	// back to before migration 0016, as an upgrade finds it: the index
+	// made again empty, every message waiting for the job.
 	out, err := exec.Command(serverBin, "populate", "--db", db, "--messages", "30000", "--users", "20",
 		"--groups", "5", "--directs", "10", "--all-hands", "1").CombinedOutput()
 	if err != nil {
@@ -33,7 +33,7 @@ func TestSearchBackfillSurvivesKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`DELETE FROM schema_migrations WHERE version = 7`, `DROP TABLE search_backfill`} {
+	for _, q := range []string{`DELETE FROM schema_migrations WHERE version = 16`} {
 		if _, err := raw.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
@@ -88,10 +88,9 @@ func TestSearchBackfillSurvivesKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	rows, err := raw.Query(`SELECT d.conv_id, d.seq, m.body FROM search_docs d
-		JOIN ids k ON k.id = d.conv_id JOIN messages m ON m.conv = k.key AND m.seq = d.seq
-		JOIN members r ON r.conv_id = d.conv_id AND r.user_id = (SELECT id FROM users WHERE username = 'pop0')
-		WHERE d.doc <= ? AND length(m.body) >= 40 AND d.doc % 97 = 0 LIMIT 40`, total)
+	rows, err := raw.Query(`SELECT k.id, m.seq, m.body FROM messages m JOIN ids k ON k.key = m.conv
+		JOIN members r ON r.conv_id = k.id AND r.user_id = (SELECT id FROM users WHERE username = 'pop0')
+		WHERE m.id <= ? AND m.kind = 'text' AND length(m.body) >= 40 AND m.id % 97 = 0 LIMIT 40`, total)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,9 +159,8 @@ func TestSearchBackfillSurvivesKill(t *testing.T) {
 		`SELECT COUNT(*) FROM temp.inst`:                                  &entries,
 		`SELECT COUNT(*) FROM (SELECT DISTINCT term, doc FROM temp.inst)`: &distinct,
 		`SELECT COUNT(DISTINCT doc) FROM temp.inst`:                       &docs,
-		`SELECT COUNT(*) FROM search_docs d JOIN ids k ON k.id = d.conv_id
-			JOIN messages m ON m.conv = k.key AND m.seq = d.seq WHERE m.body <> ''`: &bodies,
-		`SELECT COUNT(*) FROM (SELECT DISTINCT doc FROM temp.inst) WHERE doc NOT IN (SELECT doc FROM search_docs)`: &strays,
+		`SELECT COUNT(*) FROM messages WHERE kind = 'text' AND body <> ''`: &bodies,
+		`SELECT COUNT(*) FROM (SELECT DISTINCT doc FROM temp.inst) WHERE doc NOT IN (SELECT id FROM messages WHERE kind = 'text')`: &strays,
 	} {
 		if err := raw.QueryRow(q).Scan(v); err != nil {
 			t.Fatalf("%s: %v", q, err)

@@ -25,7 +25,7 @@ func TestSearchIndexingShown(t *testing.T) {
 	alice.openConv("Notes")
 	alice.waitMessage("zebra 10")
 
-	// As the binary before migration 0007 left the database: on the next
+	// As the binary before migration 0016 left the database: on the next
 	// start the ten messages wait for the background job, which indexes
 	// two (the newest) and then pauses for an hour.
 	srv.restart(t, "sqlite: {synchronous: NORMAL, search_index_batch: 2, search_index_pause: 1h}\n", func() {
@@ -34,7 +34,7 @@ func TestSearchIndexingShown(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer raw.Close()
-		for _, q := range []string{`DELETE FROM schema_migrations WHERE version = 7`, `DROP TABLE search_backfill`} {
+		for _, q := range []string{`DELETE FROM schema_migrations WHERE version = 16`} {
 			if _, err := raw.Exec(q); err != nil {
 				t.Fatalf("%s: %v", q, err)
 			}

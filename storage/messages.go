@@ -58,17 +58,13 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 	if err != nil {
 		return err
 	}
-	doc, err := docOf(t, &m)
-	if err != nil {
-		return err
-	}
 	if !claimed {
 		// A retry, or (at 2^-64) another client_msg_id with the same
 		// hash: the slow path tells them apart.
 		if found, err := w.findDuplicate(t, j, m); found || err != nil {
 			return err
 		}
-		if err := insertFull(t, j, &m, doc); err != nil {
+		if id, err = insertFull(t, j, &m); err != nil {
 			return err
 		}
 	} else {
@@ -76,12 +72,12 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 		if err != nil {
 			return err
 		}
-		ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, doc, id, muts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, id, muts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
 		a := &t.w.insertArgs
-		a[0].Value, a[1].Value, a[2].Value, a[3].Value, a[4].Value, a[5].Value, a[6].Value, a[7].Value, a[8].Value, a[9].Value, a[10].Value = j.sender.convKey, m.Seq, j.sender.userKey, h, m.ClientMsgID, m.Kind, m.Body, m.TS, nullInt(doc), id, muts
+		a[0].Value, a[1].Value, a[2].Value, a[3].Value, a[4].Value, a[5].Value, a[6].Value, a[7].Value, a[8].Value, a[9].Value = j.sender.convKey, m.Seq, j.sender.userKey, h, m.ClientMsgID, m.Kind, m.Body, m.TS, id, muts
 		_, err = ins.exec.ExecContext(t.ctx, a[:])
 		for i := range a {
 			a[i].Value = nil // keep no message alive
@@ -90,22 +86,16 @@ func (w *writer) appendMessage(t *wtx, j *job) error {
 			return err
 		}
 	}
-	if doc != 0 {
-		if err := w.index(t, m.Conv, m.Seq, doc, m.Body); err != nil {
-			return err
-		}
+	if indexed(&m) {
+		w.index(t, id, m.Body)
 	}
 	w.appended(t, j, m)
 	return nil
 }
 
-// docOf returns the search document number of m, 0 when m is not indexed
-// (only text with a body is).
-func docOf(t *wtx, m *chat.Message) (int64, error) {
-	if m.Kind != chat.KindText || m.Body == "" {
-		return 0, nil
-	}
-	return t.nextDoc()
+// indexed reports whether m goes into the search index: text with a body.
+func indexed(m *chat.Message) bool {
+	return m.Kind == chat.KindText && m.Body != ""
 }
 
 // appended records a stored message in the transaction and answers j.
@@ -136,15 +126,16 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 	// refusal takes the row out again (unstore). Anything else, and a
 	// mutation whose slot is taken, looks for a retry first.
 	fresh := false
+	var id int64 // the row's
 	if m.Kind != chat.KindText && len(m.Attachments) == 0 {
-		h, id, ok, err := claimFirst(t, j.sender.convKey, j.sender.userKey, m.ClientMsgID, m.Seq)
+		h, claimed, ok, err := claimFirst(t, j.sender.convKey, j.sender.userKey, m.ClientMsgID, m.Seq)
 		if err == nil && ok {
-			err = insertRow(t, j, &m, 0, h, id)
+			err = insertRow(t, j, &m, h, claimed)
 		}
 		if err != nil {
 			return err
 		}
-		fresh = ok
+		fresh, id = ok, claimed
 	}
 	if !fresh {
 		if found, err := w.findDuplicate(t, j, m); found || err != nil {
@@ -172,12 +163,8 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 		}
 		return err
 	}
-	doc, err := docOf(t, &m)
-	if err != nil {
-		return err
-	}
 	if !fresh {
-		if err := insertFull(t, j, &m, doc); err != nil {
+		if id, err = insertFull(t, j, &m); err != nil {
 			return err
 		}
 	}
@@ -189,10 +176,8 @@ func (w *writer) appendExtras(t *wtx, j *job, m chat.Message) error {
 	if err := w.applyExtras(t, j, &m, tg); err != nil {
 		return err
 	}
-	if doc != 0 {
-		if err := w.index(t, m.Conv, m.Seq, doc, m.Body); err != nil {
-			return err
-		}
+	if indexed(&m) {
+		w.index(t, id, m.Body)
 	}
 	w.appended(t, j, m)
 	return nil

@@ -29,11 +29,14 @@ type target struct {
 	body     string
 	mentions string
 	deleted  bool
-	doc      int64  // search document, 0 for none
+	id       int64  // the row's, its search document's number
 	stale    string // words the index holds beyond body (migration 0008)
 }
 
-// held is the text whose words the search index holds for tg's document.
+// held is the text whose words the search index holds for tg, "" for
+// none (a message with no body is not indexed). Messages at or below
+// search_backfill.pending are not indexed yet whatever they hold
+// (applyFTS leaves them alone).
 func (tg target) held() string {
 	if tg.stale == "" {
 		return tg.body
@@ -49,11 +52,11 @@ func loadTarget(t *wtx, s *senderTx, conv string, seq int64) (target, error) {
 	if seq < s.minSeq {
 		return tg, chat.Errorf(chat.ENotFound, "message %d not found", seq)
 	}
-	st, err := t.stmt(`SELECT sender, kind, body, COALESCE(mentions, ''), COALESCE(deleted, 0), COALESCE(doc, 0), COALESCE(stale, '') FROM messages WHERE conv = ? AND seq = ?`)
+	st, err := t.stmt(`SELECT sender, kind, body, COALESCE(mentions, ''), COALESCE(deleted, 0), id, COALESCE(stale, '') FROM messages WHERE conv = ? AND seq = ?`)
 	if err != nil {
 		return tg, err
 	}
-	err = st.QueryRowContext(t.ctx, s.convKey, seq).Scan(&tg.from, &tg.kind, &tg.body, &tg.mentions, &tg.deleted, &tg.doc, &tg.stale)
+	err = st.QueryRowContext(t.ctx, s.convKey, seq).Scan(&tg.from, &tg.kind, &tg.body, &tg.mentions, &tg.deleted, &tg.id, &tg.stale)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && tg.kind != chat.KindText) {
 		return tg, chat.Errorf(chat.ENotFound, "message %d not found", seq)
 	}
@@ -167,44 +170,45 @@ func (c *convTx) kind(t *wtx) string {
 // insertFull stores a message with the v1.1 columns, in the first free
 // slot of its client_msg_id's hash (cmidSlots): the caller found no
 // message stored under that client_msg_id, so a taken slot holds another.
-func insertFull(t *wtx, j *job, m *chat.Message, doc int64) error {
+// It returns the row's id.
+func insertFull(t *wtx, j *job, m *chat.Message) (int64, error) {
 	slots := cmidSlots(m.ClientMsgID)
-	if ok, err := insertSlots(t, j, m, doc, slots[:]); ok || err != nil {
-		return err
+	if id, ok, err := insertSlots(t, j, m, slots[:]); ok || err != nil {
+		return id, err
 	}
-	return fmt.Errorf("storage: %d other client_msg_ids of this sender share the hash of %q", cmidProbes, m.ClientMsgID)
+	return 0, fmt.Errorf("storage: %d other client_msg_ids of this sender share the hash of %q", cmidProbes, m.ClientMsgID)
 }
 
 // insertSlots stores m in the first of slots that is free in the dedup
-// levels (claimSlot); false when every one is taken.
-func insertSlots(t *wtx, j *job, m *chat.Message, doc int64, slots []int64) (bool, error) {
+// levels (claimSlot) and returns its id; false when every one is taken.
+func insertSlots(t *wtx, j *job, m *chat.Message, slots []int64) (int64, bool, error) {
 	for _, h := range slots {
 		id, ok, err := claimSlot(t, j.sender.convKey, j.sender.userKey, h, m.Seq)
 		if err != nil {
-			return false, err
+			return 0, false, err
 		}
 		if !ok {
 			continue
 		}
-		err = insertRow(t, j, m, doc, h, id)
-		return err == nil, err
+		err = insertRow(t, j, m, h, id)
+		return id, err == nil, err
 	}
-	return false, nil
+	return 0, false, nil
 }
 
 // insertRow stores m's row, of id, under slot h, which it has claimed.
-func insertRow(t *wtx, j *job, m *chat.Message, doc, h, id int64) error {
+func insertRow(t *wtx, j *job, m *chat.Message, h, id int64) error {
 	muts, err := t.mutsFor(j.conv, m.Kind)
 	if err != nil {
 		return err
 	}
-	ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, doc, id, muts)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	ins, err := t.stmt(`INSERT INTO messages (conv, seq, sender, cmid_hash, client_msg_id, kind, body, ts, target, emoji, reaction_on, reply_to, mentions, id, muts)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return err
 	}
 	_, err = ins.ExecContext(t.ctx, j.sender.convKey, m.Seq, j.sender.userKey, h, m.ClientMsgID, m.Kind, m.Body, m.TS,
-		nullInt(m.Target), nullString(m.Emoji), nullBool(m.On), nullInt(m.ReplyTo), nullString(strings.Join(m.Mentions, " ")), nullInt(doc), id, muts)
+		nullInt(m.Target), nullString(m.Emoji), nullBool(m.On), nullInt(m.ReplyTo), nullString(strings.Join(m.Mentions, " ")), id, muts)
 	return err
 }
 
@@ -258,9 +262,10 @@ func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
 	if err != nil {
 		return err
 	}
+	held := tg.held()
 	extend, stale := false, ""
-	if tg.doc > pending {
-		if hw, ok := asciiWords(tg.held()); ok {
+	if held != "" && tg.id > pending {
+		if hw, ok := asciiWords(held); ok {
 			if nw, ok := asciiWords(m.Body); ok {
 				extend, stale = true, missing(hw, nw)
 			}
@@ -279,26 +284,15 @@ func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
 	if err := addMentions(t, m.Conv, m.Target, m.Mentions); err != nil {
 		return err
 	}
-	if tg.doc == 0 {
-		// Not indexed yet (a text with no body): it is now.
-		doc, err := t.nextDoc()
-		if err != nil {
-			return err
-		}
-		st, err := t.stmt(`UPDATE messages SET doc = ? WHERE conv = ? AND seq = ?`)
-		if err != nil {
-			return err
-		}
-		if _, err := st.ExecContext(t.ctx, doc, j.conv.key, m.Target); err != nil {
-			return err
-		}
-		return w.index(t, m.Conv, m.Target, doc, m.Body)
+	switch {
+	case held == "":
+		// Not in the index (a text with no body): it is now.
+		w.index(t, tg.id, m.Body)
+	case extend:
+		w.extend(t, tg.id, held, m.Body)
+	default:
+		w.replace(t, tg.id, held, m.Body)
 	}
-	if extend {
-		w.extend(t, tg.doc, tg.held(), m.Body)
-		return nil
-	}
-	w.replace(t, tg.doc, tg.held(), m.Body)
 	return nil
 }
 
@@ -309,7 +303,7 @@ func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
 // at the next truncating checkpoint (DB.Close).
 func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
 	t.live.forget(w.live, j.conv.key, m.Target)
-	st, err := t.stmt(`UPDATE messages SET body = '', deleted = 1, mentions = NULL, doc = NULL, stale = NULL WHERE conv = ? AND seq = ?`)
+	st, err := t.stmt(`UPDATE messages SET body = '', deleted = 1, mentions = NULL, stale = NULL WHERE conv = ? AND seq = ?`)
 	if err != nil {
 		return err
 	}
@@ -386,7 +380,8 @@ func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
 	if err := eraseAttachments(t, m.Conv, m.Target); err != nil {
 		return err
 	}
-	return w.forget(t, tg.doc, tg.held())
+	w.forget(t, tg.id, tg.held())
+	return nil
 }
 
 func uncount(t *wtx, conv string, seq int64) error {

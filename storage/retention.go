@@ -2,9 +2,10 @@ package storage
 
 import (
 	"context"
-	"database/sql"
-	"github.com/imserver/imserver/internal/retention"
 	"time"
+
+	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/internal/retention"
 )
 
 // Retention: messages older than Options.Retention are deleted by a
@@ -82,7 +83,7 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 				}
 				// The oldest batch of the conversation, in seq order; the
 				// cut ends before the first message inside the window.
-				rs, err := t.QueryContext(t.ctx, `SELECT seq, ts, doc, body, COALESCE(stale, '') FROM messages WHERE conv = ? ORDER BY seq LIMIT ?`, key, batch)
+				rs, err := t.QueryContext(t.ctx, `SELECT seq, ts, id, kind, body, COALESCE(stale, '') FROM messages WHERE conv = ? ORDER BY seq LIMIT ?`, key, batch)
 				if err != nil {
 					return err
 				}
@@ -94,10 +95,9 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 				var last int64
 				seen := 0
 				for rs.Next() {
-					var seq, ts int64
-					var doc sql.NullInt64
-					var body, stale string
-					if err := rs.Scan(&seq, &ts, &doc, &body, &stale); err != nil {
+					var seq, ts, id int64
+					var kind, body, stale string
+					if err := rs.Scan(&seq, &ts, &id, &kind, &body, &stale); err != nil {
 						rs.Close()
 						return err
 					}
@@ -107,9 +107,9 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 					}
 					last = seq
 					n++
-					if doc.Valid {
+					if kind == chat.KindText {
 						// The index holds the body's words and the stale ones.
-						docs = append(docs, indexed{doc.Int64, target{body: body, stale: stale}.held()})
+						docs = append(docs, indexed{id, target{body: body, stale: stale}.held()})
 					}
 				}
 				rs.Close()
@@ -124,9 +124,7 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 				// search entries (a contentless index needs the old text),
 				// reactions, mention rows and unread exclusions.
 				for _, d := range docs {
-					if err := t.w.forget(t, d.doc, d.body); err != nil {
-						return err
-					}
+					t.w.forget(t, d.doc, d.body)
 				}
 				// Their attachments too: the links, and the bytes of files
 				// no other message holds (unlinked after the commit).

@@ -19,7 +19,7 @@ type searchRange struct {
 }
 
 // Search implements chat.MessageStore. The hits of the query are walked
-// from the newest (the index is keyed by a document number in commit
+// from the newest (the index is keyed by the messages' ids, in commit
 // order) and kept when they lie in one of the user's visible ranges, until
 // the page is full. The cost is the hits newer than the last one returned,
 // whoever may see them; the index answers far faster than one query per
@@ -50,7 +50,8 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 	if match == "" {
 		match = q.Match // a query not made by chat.ParseSearch
 	}
-	query := `SELECT f.rowid, d.conv_id, d.seq FROM messages_fts f JOIN search_docs d ON d.doc = f.rowid WHERE messages_fts MATCH ?`
+	// A hit's document number is its message's id (migration 0016).
+	query := `SELECT m.id, m.conv, m.seq FROM messages_fts f JOIN messages m ON m.id = f.rowid WHERE messages_fts MATCH ?`
 	args := []any{match}
 	if q.Cursor != "" {
 		// Hits are walked by document number, newest first: the next
@@ -63,15 +64,19 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 		args = append(args, doc)
 	}
 	if q.Conv != "" {
-		query += ` AND d.conv_id = ?`
-		args = append(args, q.Conv)
+		key, err := db.lookupKey(ctx, tx, q.Conv)
+		if err != nil {
+			return res, err
+		}
+		query += ` AND m.conv = ?`
+		args = append(args, key)
 	}
 	rows, err := tx.QueryContext(ctx, query+` ORDER BY f.rowid DESC`, args...)
 	if err != nil {
 		return res, searchError(err)
 	}
 	defer rows.Close()
-	load, err := tx.PrepareContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE conv = ? AND seq = ?`)
+	load, err := tx.PrepareContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE id = ?`)
 	if err != nil {
 		return res, err
 	}
@@ -83,20 +88,19 @@ func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat
 	var hits []chat.Message
 	var docs []int64
 	for len(hits) <= q.Limit && rows.Next() {
-		var conv string
-		var doc, seq int64
-		if err := rows.Scan(&doc, &conv, &seq); err != nil {
+		var doc, key, seq int64
+		if err := rows.Scan(&doc, &key, &seq); err != nil {
+			return res, err
+		}
+		conv, err := db.idOf(ctx, tx, key)
+		if err != nil {
 			return res, err
 		}
 		r, ok := ranges[conv]
 		if !ok || seq < r.lo || seq > r.hi || (q.BeforeSeq > 0 && seq >= q.BeforeSeq) {
 			continue
 		}
-		key, err := db.lookupKey(ctx, tx, conv)
-		if err != nil {
-			return res, err
-		}
-		m, err := scanMessage(load.QueryRowContext(ctx, key, seq), conv, senderOf)
+		m, err := scanMessage(load.QueryRowContext(ctx, doc), conv, senderOf)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		} else if err != nil {

@@ -10,22 +10,23 @@ import (
 	"github.com/imserver/imserver/chat"
 )
 
-// Background indexing. Migration 0007 leaves the search index empty and
-// records in search_backfill.pending the newest document it did not index:
-// every doc at or below pending waits for this job, every doc above it is
-// the writer's (it indexes what it sends and edits, in the same
-// transaction, as always). The job indexes the waiting documents newest
-// first (the ones searches meet first), a small batch per writer
-// transaction (a function job, which a batch of sends shares), lowering
-// pending in the same transaction, so that a restart resumes where it was
-// and no document is ever indexed twice or missed.
+// Background indexing. Migrations 0007 and 0016 leave the search index
+// empty and record in search_backfill.pending the newest message (by id,
+// the index's document number) it did not index: every message at or
+// below pending waits for this job, every one above it is the writer's
+// (it indexes what it sends and edits, in the same transaction, as
+// always). The job indexes the waiting messages newest first (the ones
+// searches meet first), a small batch per writer transaction (a function
+// job, which a batch of sends shares), lowering pending in the same
+// transaction, so that a restart resumes where it was and no message is
+// ever indexed twice or missed.
 //
-// The writer leaves docs at or below pending out of the index entirely:
-// an edit of one changes only its body (the job indexes the body the
-// message has when it gets there), a delete or retention removes its
-// search_docs row (the job never sees it, so a deleted message never
-// becomes searchable). Removing from a contentless index what it never
-// held would corrupt it.
+// The writer leaves messages at or below pending out of the index
+// entirely: an edit of one changes only its body (the job indexes the
+// body the message has when it gets there), a delete blanks it and
+// retention removes it (the job skips a text with no body and never sees
+// a removed row, so a deleted message never becomes searchable). Removing
+// from a contentless index what it never held would corrupt it.
 
 // Background indexing defaults.
 const (
@@ -140,10 +141,8 @@ func (w *writer) backfillBatch(t *wtx, limit int) (int64, int, error) {
 		body string
 	}
 	docs := make([]doc, 0, limit)
-	rows, err := t.QueryContext(t.ctx, `SELECT d.doc, m.body FROM search_docs d
-		JOIN ids k ON k.id = d.conv_id
-		JOIN messages m ON m.conv = k.key AND m.seq = d.seq
-		WHERE d.doc <= ? ORDER BY d.doc DESC LIMIT ?`, pending, limit)
+	rows, err := t.QueryContext(t.ctx, `SELECT id, body FROM messages
+		WHERE id <= ? AND kind = 'text' ORDER BY id DESC LIMIT ?`, pending, limit)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -113,7 +113,7 @@ func TestEditIndexesOnlyTheChange(t *testing.T) {
 	if _, err := raw.Exec(`CREATE VIRTUAL TABLE temp.inst USING fts5vocab(main, messages_fts, instance)`); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := raw.Query(`SELECT i.term, d.seq FROM temp.inst i JOIN search_docs d ON d.doc = i.doc`)
+	rows, err := raw.Query(`SELECT i.term, m.seq FROM temp.inst i JOIN messages m ON m.id = i.doc`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,47 +5,19 @@ import (
 	"strings"
 )
 
-// The search index (messages_fts, migrations 0002 and 0007) holds the
-// current body of every text message that has one, under a document number
-// (doc) handed out in commit order: FTS5 walks a query's hits from the end
-// cheaply, so the newest come first whatever their conversation.
-// search_docs maps a doc back to its message and messages.doc maps the
-// other way. The writer keeps them in the same transaction as the
-// messages. An edited message's doc may also hold words its edits took
-// out (messages.stale, migration 0008): search checks its body.
+// The search index (messages_fts, migrations 0002, 0007 and 0016) holds
+// the current body of every text message that has one, under the
+// message's id (migration 0016): ids are handed out in commit order and
+// never reused, and FTS5 walks a query's hits from the end cheaply, so the
+// newest come first whatever their conversation, and a hit is its row.
+// The writer keeps the index in the same transaction as the messages. An
+// edited message's entry may also hold words its edits took out
+// (messages.stale, migration 0008): search checks its body.
 
-// nextDoc hands out the next document number; the first use in a
-// transaction reads where the numbers stand (another process sharing the
-// database may have taken some). Numbers start above every doc the
-// background job had to index (search_backfill.total), so that a new
-// message is the writer's to index even when the newest older ones were
-// deleted.
-func (t *wtx) nextDoc() (int64, error) {
-	if t.doc == 0 {
-		st, err := t.stmt(`SELECT MAX(COALESCE((SELECT MAX(doc) FROM search_docs), 0), (SELECT total FROM search_backfill))`)
-		if err != nil {
-			return 0, err
-		}
-		if err := st.QueryRowContext(t.ctx).Scan(&t.doc); err != nil {
-			return 0, err
-		}
-	}
-	t.doc++
-	return t.doc, nil
-}
-
-// index adds body as the text of doc, the document of seq in conv.
-func (w *writer) index(t *wtx, conv string, seq, doc int64, body string) error {
-	st, err := t.stmt(`INSERT INTO search_docs (doc, conv_id, seq) VALUES (?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	if _, err := st.ExecContext(t.ctx, doc, conv, seq); err != nil {
-		return err
-	}
+// index adds body as the text of the message whose id is doc.
+func (w *writer) index(t *wtx, doc int64, body string) {
 	o := t.op(doc, "")
 	o.want = append(o.want, body)
-	return nil
 }
 
 // The index's own writes wait in ftsOps until the end of the transaction
@@ -173,19 +145,12 @@ func (w *writer) applyFTS(t *wtx) error {
 	return nil
 }
 
-// forget drops doc from the index and its map (a deleted message); held
-// is the text of the words the index holds for it.
-func (w *writer) forget(t *wtx, doc int64, held string) error {
-	if doc == 0 {
-		return nil
+// forget drops doc from the index (a deleted message); held is the text
+// of the words the index holds for it, "" for none.
+func (w *writer) forget(t *wtx, doc int64, held string) {
+	if held != "" {
+		w.replace(t, doc, held, "")
 	}
-	w.replace(t, doc, held, "")
-	st, err := t.stmt(`DELETE FROM search_docs WHERE doc = ?`)
-	if err != nil {
-		return err
-	}
-	_, err = st.ExecContext(t.ctx, doc)
-	return err
 }
 
 // asciiWords and missing work out an extended doc's words. For ASCII the

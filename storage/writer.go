@@ -26,7 +26,7 @@ type writer struct {
 	dc    any       // the driver connection under conn
 	stmts map[string]*wstmt
 	// insertArgs is reused by every insert of a message.
-	insertArgs [11]driver.NamedValue
+	insertArgs [10]driver.NamedValue
 	ftsArgs    [2]driver.NamedValue
 	// finishArgs is reused by finishMessages.
 	finishArgs []any

@@ -37,7 +37,6 @@ type wtx struct {
 	ctx context.Context
 
 	version int64            // last version handed out, 0 until first use
-	doc     int64            // last search document number handed out, 0 until first use
 	fts     map[int64]*ftsOp // the search index's pending writes (applyFTS)
 	// pending is search_backfill.pending as read in this transaction
 	// (pendingRead): docs at or below it are the background job's.
