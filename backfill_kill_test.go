@@ -156,10 +156,10 @@ func TestSearchBackfillSurvivesKill(t *testing.T) {
 	}
 	var entries, distinct, docs, bodies, strays int64
 	for q, v := range map[string]*int64{
-		`SELECT COUNT(*) FROM temp.inst`:                                  &entries,
-		`SELECT COUNT(*) FROM (SELECT DISTINCT term, doc FROM temp.inst)`: &distinct,
-		`SELECT COUNT(DISTINCT doc) FROM temp.inst`:                       &docs,
-		`SELECT COUNT(*) FROM messages WHERE kind = 'text' AND body <> ''`: &bodies,
+		`SELECT COUNT(*) FROM temp.inst`:                                                                                           &entries,
+		`SELECT COUNT(*) FROM (SELECT DISTINCT term, doc FROM temp.inst)`:                                                          &distinct,
+		`SELECT COUNT(DISTINCT doc) FROM temp.inst`:                                                                                &docs,
+		`SELECT COUNT(*) FROM messages WHERE kind = 'text' AND body <> ''`:                                                         &bodies,
 		`SELECT COUNT(*) FROM (SELECT DISTINCT doc FROM temp.inst) WHERE doc NOT IN (SELECT id FROM messages WHERE kind = 'text')`: &strays,
 	} {
 		if err := raw.QueryRow(q).Scan(v); err != nil {
