@@ -104,7 +104,12 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 			// Stay up: sends answer `unavailable` until Redis answers.
 			log.Warn("redis does not answer; starting degraded", "err", err)
 		}
-		health["redis"] = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+		health["redis"] = func(ctx context.Context) error {
+			if err := rdb.Ping(ctx).Err(); err != nil {
+				return fmt.Errorf("%w: %w", chat.Errorf(chat.EUnavailable, "redis does not answer"), err)
+			}
+			return nil
+		}
 		bus = server.NewBus(rdb, cfg.RedisPrefix+"bus", hub, metrics, log)
 		defer bus.Close()
 		deliver = bus

@@ -101,6 +101,7 @@ func migrateToPostgres(ctx context.Context, from, to string, out io.Writer) erro
 	}
 	defer ptx.Rollback(ctx)
 	var copies []tableCopy
+	var nuls int64 // NUL characters replaced (pgText)
 	for _, table := range tables {
 		cols, err := sqliteColumns(ctx, stx, table)
 		if err != nil {
@@ -153,7 +154,7 @@ func migrateToPostgres(ctx context.Context, from, to string, out io.Writer) erro
 		if err != nil {
 			return err
 		}
-		n, err := copyTable(ctx, stx, ptx, table, both, bools)
+		n, err := copyTable(ctx, stx, ptx, table, both, bools, &nuls)
 		if err != nil {
 			return fmt.Errorf("copy %s: %w", table, err)
 		}
@@ -185,6 +186,9 @@ func migrateToPostgres(ctx context.Context, from, to string, out io.Writer) erro
 	again.Close()
 	for _, c := range copies {
 		fmt.Fprintf(out, "%-24s %d rows\n", c.name, c.rows)
+	}
+	if nuls > 0 {
+		fmt.Fprintf(out, "%d NUL characters in text, which PostgreSQL cannot hold, copied as U+FFFD\n", nuls)
 	}
 	fmt.Fprintf(out, "copied %s to %s; counts and max seqs checked\n", from, displayDB(to))
 	return nil
@@ -335,7 +339,7 @@ func pgBoolColumns(ctx context.Context, tx pgx.Tx, table string) (map[string]boo
 
 // copyTable streams table's rows into PostgreSQL with COPY; the integers
 // of bools' columns become booleans.
-func copyTable(ctx context.Context, stx *sql.Tx, ptx pgx.Tx, table string, cols []string, bools map[string]bool) (int64, error) {
+func copyTable(ctx context.Context, stx *sql.Tx, ptx pgx.Tx, table string, cols []string, bools map[string]bool, nuls *int64) (int64, error) {
 	rows, err := stx.QueryContext(ctx, `SELECT `+selectCols(table, cols)+` FROM "`+table+`"`)
 	if err != nil {
 		return 0, err
@@ -356,13 +360,30 @@ func copyTable(ctx context.Context, stx *sql.Tx, ptx pgx.Tx, table string, cols 
 			return nil, err
 		}
 		for i, c := range cols {
-			if v, ok := vals[i].(int64); ok && bools[c] {
-				vals[i] = v != 0
+			switch v := vals[i].(type) {
+			case int64:
+				if bools[c] {
+					vals[i] = v != 0
+				}
+			case string:
+				vals[i] = pgText(v, nuls)
 			}
 		}
 		return vals, nil
 	}))
 	return n, errors.Join(err, scanErr)
+}
+
+// pgText is s as PostgreSQL's text can hold it: older versions stored
+// text with NUL characters in SQLite (chat/text.go refuses them now),
+// which PostgreSQL cannot hold; each becomes U+FFFD, the replacement
+// character, and is counted in *nuls.
+func pgText(s string, nuls *int64) string {
+	if !strings.ContainsRune(s, 0) {
+		return s
+	}
+	*nuls += int64(strings.Count(s, "\x00"))
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }
 
 // checkCopy compares what the target holds with the source: every table's

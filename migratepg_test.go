@@ -330,3 +330,50 @@ func TestMigrateCheckFindsMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrateToPostgresNUL: text with NUL characters, which older
+// versions let into SQLite and PostgreSQL cannot hold, does not stop the
+// copy: each becomes U+FFFD, and the output counts them.
+func TestMigrateToPostgresNUL(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "src.db")
+	src, err := storage.Open(ctx, path, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.CreateUser(ctx, chat.User{ID: "ann", Username: "ann", DisplayName: "ann"}, "hash"); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.CreateGroup(ctx, "g", "n\x00g", "ann", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := src.Append(ctx, chat.Message{Conv: "g", From: "ann", ClientMsgID: "1", Kind: "text", Body: "a\x00b\x00c"})(); err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+
+	url := testPostgres(t).NewDB(t)
+	var out bytes.Buffer
+	cmd := rootCommand()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"migrate-to-postgres", "--from", path, "--to", url})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "3 NUL characters") {
+		t.Errorf("output does not count the 3 NUL characters:\n%s", out.String())
+	}
+	dst, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	p, err := dst.Messages(ctx, "g", "ann", chat.PageQuery{Limit: 10})
+	if err != nil || len(p.Messages) != 1 || p.Messages[0].Body != "a\uFFFDb\uFFFDc" {
+		t.Fatalf("messages: %+v %v", p.Messages, err)
+	}
+	if c, err := dst.Conversation(ctx, "g", "ann"); err != nil || c.Name != "n\uFFFDg" {
+		t.Errorf("group name: %q %v", c.Name, err)
+	}
+}

@@ -84,8 +84,8 @@ func (s *Service) newUser(ctx context.Context, username, password, displayName s
 	if displayName == "" {
 		displayName = username
 	}
-	if utf8.RuneCountInString(displayName) > maxDisplayNameLen || !utf8.ValidString(displayName) {
-		return User{}, "", Errorf(EBadRequest, "display_name must be at most %d characters", maxDisplayNameLen)
+	if utf8.RuneCountInString(displayName) > maxDisplayNameLen || !storable(displayName) {
+		return User{}, "", Errorf(EBadRequest, "display_name must be at most %d characters of UTF-8, without NUL", maxDisplayNameLen)
 	}
 	hash, err := s.hash(ctx, password)
 	if err != nil {
@@ -245,6 +245,9 @@ func (s *Service) Me(ctx context.Context, id string) (User, error) { return s.st
 func (s *Service) SearchUsers(ctx context.Context, prefix string, limit int) ([]User, error) {
 	if limit <= 0 || limit > MaxPageLimit {
 		limit = DefaultPageLimit
+	}
+	if !storable(prefix) {
+		return []User{}, nil // no username holds it
 	}
 	return s.store.SearchUsers(ctx, strings.TrimSpace(prefix), limit)
 }

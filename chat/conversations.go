@@ -60,8 +60,8 @@ func (s *Service) CreateGroup(ctx context.Context, me, name string, members []st
 // groupName is name trimmed, or a bad_request when that is no group name.
 func groupName(name string) (string, error) {
 	name = strings.TrimSpace(name)
-	if name == "" || utf8.RuneCountInString(name) > maxGroupNameLen || !utf8.ValidString(name) {
-		return "", Errorf(EBadRequest, "name must be 1-%d characters", maxGroupNameLen)
+	if name == "" || utf8.RuneCountInString(name) > maxGroupNameLen || !storable(name) {
+		return "", Errorf(EBadRequest, "name must be 1-%d characters of UTF-8, without NUL", maxGroupNameLen)
 	}
 	return name, nil
 }

@@ -112,10 +112,12 @@ func (s *Service) CreateInvite(ctx context.Context, me User, req InviteRequest, 
 	if req.MaxUses < 0 || req.MaxUses > maxInviteUses {
 		return Invite{}, Errorf(EBadRequest, "max_uses must be 0 (no limit) to %d", maxInviteUses)
 	}
-	exp := time.Duration(req.ExpiresInMS) * time.Millisecond
-	if req.ExpiresInMS < 0 || exp > maxInviteExpiry {
+	// Compared in milliseconds: as a Duration, a large value wraps
+	// around (nanoseconds overflow int64) and would pass.
+	if req.ExpiresInMS < 0 || req.ExpiresInMS > maxInviteExpiry.Milliseconds() {
 		return Invite{}, Errorf(EBadRequest, "expires_in_ms must be 0 (the default, %d days) to %d", int(DefaultInviteExpiry.Hours()/24), maxInviteExpiry.Milliseconds())
 	}
+	exp := time.Duration(req.ExpiresInMS) * time.Millisecond
 	if exp == 0 {
 		exp = DefaultInviteExpiry
 	}

@@ -121,8 +121,8 @@ func (s *Service) checkSend(ctx context.Context, from string, req *SendRequest) 
 	if len(req.Body) > s.cfg.MaxBodyBytes {
 		return nil, nil, &Error{Code: ETooLarge, Message: "body is over the limit"}
 	}
-	if !utf8.ValidString(req.Body) || !utf8.ValidString(req.ClientMsgID) {
-		return nil, nil, Errorf(EBadRequest, "body and client_msg_id must be UTF-8")
+	if !storable(req.Body) || !storable(req.ClientMsgID) {
+		return nil, nil, Errorf(EBadRequest, "body and client_msg_id must be UTF-8, without NUL")
 	}
 	r, err := s.member(ctx, req.Conv, from)
 	if err != nil {
@@ -204,8 +204,8 @@ func checkKind(req *SendRequest) error {
 		if req.Body != "" {
 			return Errorf(EBadRequest, "a reaction takes no body")
 		}
-		if n := len(req.Emoji); n == 0 || n > MaxEmojiBytes || !utf8.ValidString(req.Emoji) {
-			return Errorf(EBadRequest, "emoji must be 1-%d bytes of UTF-8", MaxEmojiBytes)
+		if n := len(req.Emoji); n == 0 || n > MaxEmojiBytes || !storable(req.Emoji) {
+			return Errorf(EBadRequest, "emoji must be 1-%d bytes of UTF-8, without NUL", MaxEmojiBytes)
 		}
 		if req.On == nil {
 			return Errorf(EBadRequest, "a reaction needs on (true or false)")
@@ -311,7 +311,7 @@ func checkAttachments(ids []string) error {
 		return Errorf(EBadRequest, "at most %d attachments per message, not %d", MaxAttachments, len(ids))
 	}
 	for i, id := range ids {
-		if id == "" || len(id) > 64 || !utf8.ValidString(id) {
+		if id == "" || len(id) > 64 || !storable(id) {
 			return Errorf(EBadRequest, "attachments[%d] is not a file id", i)
 		}
 		for _, prev := range ids[:i] {

@@ -204,9 +204,15 @@ func wrap(err error) error {
 			pe.Code == "40001", pe.Code == "40P01", pe.Code == "25006", // serialization, deadlock, read-only standby
 			pe.Code == "25P03", pe.Code == "58030": // session ended idle in a transaction, I/O error
 			return fmt.Errorf("%w: %w", errUnavailable, pe) // pe: failureKind reads its code
+		case pe.Code == "22021":
+			// Text PostgreSQL cannot hold (a NUL character, invalid
+			// UTF-8). The service refuses such text before it is stored
+			// (chat/text.go), so what is left is a look-up: an id or a
+			// name no row can hold, which names nothing.
+			return chat.Errorf(chat.ENotFound, "not found")
 		case pe.Code[:2] == "22":
-			// Data PostgreSQL cannot hold (a NUL byte in text, a number
-			// out of range): the request's fault.
+			// Data PostgreSQL cannot hold (a number out of range): the
+			// request's fault.
 			return chat.Errorf(chat.EBadRequest, "invalid value: %s", pe.Message)
 		}
 		return err

@@ -92,7 +92,9 @@ func TestInviteRegistration(t *testing.T) {
 	time.Sleep(5 * time.Millisecond)
 	ts.registerWith(t, "eve", short.Code).wantError(t, http.StatusForbidden, "forbidden")
 
-	for _, bad := range []any{map[string]any{"max_uses": -1}, map[string]any{"expires_in_ms": -5}, map[string]any{"max_uses": "x"}, "[]"} {
+	for _, bad := range []any{map[string]any{"max_uses": -1}, map[string]any{"expires_in_ms": -5}, map[string]any{"max_uses": "x"}, "[]",
+		// Past a year, also where the value in nanoseconds wraps around.
+		map[string]any{"expires_in_ms": 31536000001}, map[string]any{"expires_in_ms": 10000000000000}, map[string]any{"expires_in_ms": int64(9223372036854775807)}} {
 		root.post(t, "/api/v1/invites", bad).wantError(t, http.StatusBadRequest, "bad_request")
 	}
 }

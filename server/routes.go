@@ -2,9 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"github.com/imserver/imserver/chat"
 )
 
 // route is one documented endpoint: every route of apiRoutes is described
@@ -84,6 +87,18 @@ func (s *Server) routes() *http.ServeMux {
 
 // handleHealth answers 200 when every dependency answers, 503 with the
 // failing ones otherwise.
+// healthReason is what /healthz, which needs no token, says of a failed
+// check: the reason a store or the bus gave in the domain's words, not a
+// driver's error, which may name the database's host, user and database
+// (that goes to the log).
+func healthReason(err error) string {
+	var ce *chat.Error
+	if errors.As(err, &ce) {
+		return ce.Message
+	}
+	return err.Error()
+}
+
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -91,7 +106,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	status, healthy := "ok", true
 	for name, ping := range s.health {
 		if err := ping(ctx); err != nil {
-			checks[name] = err.Error()
+			checks[name] = healthReason(err)
+			if checks[name] != err.Error() {
+				s.log.Warn("health check failed", "check", name, "err", err)
+			}
 			status, healthy = "degraded", false
 		} else {
 			checks[name] = "ok"

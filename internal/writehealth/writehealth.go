@@ -40,11 +40,10 @@ func Text(kind string) string {
 type Health struct {
 	Log *slog.Logger // nil: no log lines
 
-	mu     sync.Mutex
-	since  time.Time // zero while writes succeed
-	last   time.Time // the latest failure
-	kind   string
-	reason string
+	mu    sync.Mutex
+	since time.Time // zero while writes succeed
+	last  time.Time // the latest failure
+	kind  string
 }
 
 // Failed records a write that failed with err, a failure of kind.
@@ -57,7 +56,7 @@ func (h *Health) Failed(kind string, err error) {
 			h.Log.Error("storage: writes are failing; answering 503 until one succeeds", "kind", kind, "err", err)
 		}
 	}
-	h.kind, h.reason, h.last = kind, err.Error(), time.Now()
+	h.kind, h.last = kind, time.Now()
 }
 
 // Succeeded records a write that committed.
@@ -70,7 +69,7 @@ func (h *Health) Succeeded() {
 	if h.Log != nil {
 		h.Log.Info("storage: writes succeed again", "failed_for", time.Since(h.since).Round(time.Millisecond))
 	}
-	h.since, h.kind, h.reason = time.Time{}, "", ""
+	h.since, h.kind = time.Time{}, ""
 }
 
 // Err describes the failure, nil while writes succeed.
@@ -86,5 +85,8 @@ func (h *Health) Recent(d time.Duration) error {
 	if h.since.IsZero() || (d > 0 && time.Since(h.last) > d) {
 		return nil
 	}
-	return fmt.Errorf("writes failing since %s (%s): %s", h.since.UTC().Format(time.RFC3339), Text(h.kind), h.reason)
+	// The kind, not the failed write's error: /healthz shows this to
+	// anyone, and a driver's error may name the database's host, user and
+	// database. The error itself is in the log (Failed).
+	return fmt.Errorf("writes failing since %s: %s", h.since.UTC().Format(time.RFC3339), Text(h.kind))
 }

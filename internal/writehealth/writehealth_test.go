@@ -15,8 +15,10 @@ func TestHealth(t *testing.T) {
 	if h.Err() != nil {
 		t.Fatal("a new state reports a failure")
 	}
-	h.Failed(Full, errors.New("no space"))
-	if err := h.Err(); err == nil || !strings.Contains(err.Error(), "(disk full): no space") {
+	// The failed write's error stays out of what /healthz shows: a
+	// driver's may name the database's host and user.
+	h.Failed(Full, errors.New("no space at db.internal user=imserver"))
+	if err := h.Err(); err == nil || !strings.HasSuffix(err.Error(), ": disk full") || strings.Contains(err.Error(), "db.internal") {
 		t.Fatalf("after a failure: %v", err)
 	}
 	time.Sleep(20 * time.Millisecond)
@@ -27,7 +29,7 @@ func TestHealth(t *testing.T) {
 		t.Fatal("Err forgot a failure no write cleared")
 	}
 	h.Failed(ReadOnly, errors.New("standby"))
-	if err := h.Recent(10 * time.Millisecond); err == nil || !strings.Contains(err.Error(), "(read-only): standby") {
+	if err := h.Recent(10 * time.Millisecond); err == nil || !strings.HasSuffix(err.Error(), ": read-only") {
 		t.Fatalf("Recent after a new failure: %v", err)
 	}
 	h.Succeeded()
