@@ -84,7 +84,12 @@ func (s *Service) Ack(ctx context.Context, me, conv string, seq int64) error {
 	limit := ms.MaxSeq
 	if !ms.Left {
 		var ok bool
-		if limit, ok = s.maxSeqs.get(conv); !ok {
+		// An ack past what this process has seen committed is read
+		// against the store: another process sharing it may have
+		// committed more (its commits reach this one's cache only where
+		// the bus delivers them), and clamped to a stale max the ack
+		// would be stored lower than it was sent.
+		if limit, ok = s.maxSeqs.get(conv); !ok || seq > limit {
 			c, err := s.store.Conversation(ctx, conv, me)
 			if err != nil {
 				return err

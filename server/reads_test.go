@@ -1,8 +1,14 @@
 package server_test
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"testing"
+
+	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/server"
 )
 
 // ackOf returns user's last_ack_seq as the members list shows it.
@@ -264,5 +270,39 @@ func TestGroupReceiptsNameOthers(t *testing.T) {
 				t.Errorf("%s: receipt's user and seq are not among its reads: %s", w.name, f)
 			}
 		}
+	}
+}
+
+// TestAckOfAnotherProcessCommit: an ack of messages another process
+// committed (this one never saw them) is stored as sent, not clamped to
+// the largest seq this process knows; past what is committed it is still
+// clamped.
+func TestAckOfAnotherProcessCommit(t *testing.T) {
+	ts := newServer(t)
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	g := alice.group(t, "team", bob)
+	alice.sendN(t, g.ID, 2)
+	bob.post(t, convPath(g.ID, "ack"), map[string]int{"seq": 2}).want(t, http.StatusNoContent)
+
+	other, _ := ts.openStore(nil, nil, server.NewMetrics(), slog.New(slog.DiscardHandler))
+	var last int64
+	for i := range 5 {
+		m, _, err := other.Append(context.Background(), chat.Message{Conv: g.ID, From: alice.ID(), ClientMsgID: fmt.Sprint("other-", i), Kind: chat.KindText, Body: "from the other process"})()
+		if err != nil {
+			t.Fatalf("append through the other store: %v", err)
+		}
+		last = m.Seq
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	bob.post(t, convPath(g.ID, "ack"), map[string]int64{"seq": last - 1}).want(t, http.StatusNoContent)
+	if got := bob.conversation(t, g.ID).LastAckSeq; got != last-1 {
+		t.Errorf("last_ack_seq %d after an ack of %d (committed by another process), want %d", got, last-1, last-1)
+	}
+	bob.post(t, convPath(g.ID, "ack"), map[string]int64{"seq": last + 100}).want(t, http.StatusNoContent)
+	if got := bob.conversation(t, g.ID).LastAckSeq; got != last {
+		t.Errorf("last_ack_seq %d after an ack past max_seq %d, want it clamped to %d", got, last, last)
 	}
 }

@@ -203,7 +203,14 @@ func (s *session) handle(f *clientFrame) {
 			s.reply(messagesFrame{Type: "messages", Req: req, Conv: conv, Messages: p.Messages, MaxSeq: p.MaxSeq, Completed: p.Completed})
 		})
 	case framePing:
-		s.reply(pongFrame{Type: "pong", Req: f.Req})
+		// Answered after the acks, reads and syncs before it (later): a
+		// client may use a ping as a barrier.
+		pong := pongFrame{Type: "pong", Req: f.Req}
+		if s.busy() {
+			s.later(func() { s.reply(pong) })
+		} else {
+			s.reply(pong)
+		}
 	case frameTyping:
 		// Relayed from the reader: a cached roster and a queue per
 		// recipient, nothing that waits for the database's writer.
@@ -228,6 +235,13 @@ func (s *session) later(fn func()) {
 	if start {
 		go s.work()
 	}
+}
+
+// busy reports whether requests wait for the worker of later.
+func (s *session) busy() bool {
+	s.taskMu.Lock()
+	defer s.taskMu.Unlock()
+	return s.working
 }
 
 func (s *session) work() {
