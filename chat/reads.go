@@ -20,6 +20,11 @@ func (s *Service) Read(ctx context.Context, me, origin, conv string, seq int64) 
 		return err
 	}
 	s.deliver.Deliver([]string{me}, &Event{Type: EventRead, Conv: conv, Seq: read, ExceptSession: origin})
+	if ms.Left {
+		// A receipt is another member's read (PROTOCOL.md): a former
+		// member's marker is its own business.
+		return nil
+	}
 	r, err := s.rosters.get(ctx, s.store, conv)
 	if err != nil {
 		return nil // the marker is stored; receipts are best effort

@@ -306,3 +306,39 @@ func TestAckOfAnotherProcessCommit(t *testing.T) {
 		t.Errorf("last_ack_seq %d after an ack past max_seq %d, want it clamped to %d", got, last, last)
 	}
 }
+
+// TestFormerMemberReadSendsNoReceipt: a member kicked from a group may
+// still mark what it saw as read, but the members hear nothing of it: a
+// receipt is a member's read.
+func TestFormerMemberReadSendsNoReceipt(t *testing.T) {
+	ts := newServer(t)
+	alice, bob, carol := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol")
+	g := alice.group(t, "team", bob, carol)
+	alice.sendN(t, g.ID, 3)
+	alice.del(t, convPath(g.ID, "members", bob.ID())).want(t, http.StatusNoContent)
+	a := alice.dial(t, "alice")
+
+	bob.post(t, convPath(g.ID, "read"), map[string]int{"seq": 3}).want(t, http.StatusNoContent)
+	if c := bob.conversation(t, g.ID); c.ReadSeq != 3 {
+		t.Errorf("the former member's read_seq %d, want 3", c.ReadSeq)
+	}
+	// Carol's read comes after bob's: once her receipt is here, one of
+	// bob's would be too.
+	carol.post(t, convPath(g.ID, "read"), map[string]int{"seq": 2}).want(t, http.StatusNoContent)
+	for seen := false; !seen; {
+		f := a.next(t, "carol's receipt", ofType("receipt"))
+		for _, r := range f.Reads {
+			seen = seen || r.User == carol.ID()
+		}
+	}
+	for _, f := range a.received(ofType("receipt")) {
+		if f.userID() == bob.ID() {
+			t.Errorf("a receipt of the former member: %s", f)
+		}
+		for _, r := range f.Reads {
+			if r.User == bob.ID() {
+				t.Errorf("a receipt lists the former member's read: %s", f)
+			}
+		}
+	}
+}
