@@ -54,6 +54,26 @@ func TestRedisTypingAndPresenceAcrossProcesses(t *testing.T) {
 	if !bobB.waitFor(10*time.Second, func() bool { return bobB.hasOther(`"type":"typing"`, alice.ID, conv) }) {
 		t.Fatalf("bob on B did not see alice typing on A: %v", bobB.other)
 	}
+	// The limit of one typing event per 3 s is per user and conversation,
+	// not per process: alice typing at once again on B, where bob is, is
+	// not relayed.
+	typingB := dialWS(t, ctx, b, "alice@B typing", alice.Token)
+	if err := typingB.c.Write(ctx, websocket.MessageText, []byte(`{"type":"typing","conv":"`+conv+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	bobB.mu.Lock()
+	typed := 0
+	for _, f := range bobB.other {
+		if strings.Contains(f, `"type":"typing"`) {
+			typed++
+		}
+	}
+	bobB.mu.Unlock()
+	if typed != 1 {
+		t.Fatalf("bob heard %d typing events of alice within the interval, from two processes, want 1", typed)
+	}
+	typingB.c.Close(websocket.StatusNormalClosure, "")
 
 	// bob's hello on A lists alice (online on A) and a fresh one on B too.
 	for _, p := range []*lproc{a, b} {

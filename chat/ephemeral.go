@@ -69,6 +69,16 @@ func (s *Service) Typing(ctx context.Context, user, conv string) {
 	s.deliver.Deliver(to, &Event{Type: EventTyping, Conv: conv, User: user})
 }
 
+// RemoteTyping takes a typing event another process relayed (the bus)
+// into this process's limit and reports whether to deliver it here: the
+// limit is per user and conversation, whichever processes hold the
+// user's sessions. Two events let out by two processes at the same time
+// cross on the bus and each is dropped by the other process: every
+// member still hears one.
+func (s *Service) RemoteTyping(user, conv string) bool {
+	return s.typing.allow(user, conv, time.Now())
+}
+
 // Contacts returns the users who share a conversation with user now.
 func (s *Service) Contacts(ctx context.Context, user string) ([]string, error) {
 	return s.store.Contacts(ctx, user, "")

@@ -57,6 +57,9 @@ type BusSink interface {
 	ObserveRemote(msgs []chat.Message)
 	TokenValid(ctx context.Context, tokenHash []byte) (bool, error)
 	RemoteStorm(conv string, active bool, count int)
+	// RemoteTyping reports whether a typing event of another process is
+	// delivered here (the limit per user and conversation).
+	RemoteTyping(user, conv string) bool
 }
 
 var (
@@ -420,6 +423,10 @@ func (b *Bus) receiveEvent(users []string, w *wireEvent, held heldWriters) {
 		switch {
 		case ev.Type == chat.EventStorm:
 			b.sink.RemoteStorm(ev.Conv, ev.Active, ev.Count)
+		case ev.Type == chat.EventTyping:
+			if !b.sink.RemoteTyping(ev.User, ev.Conv) {
+				return
+			}
 		case ev.Message != nil:
 			b.sink.ObserveRemote([]chat.Message{*ev.Message})
 		case len(ev.Messages) > 0:
