@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -102,4 +104,73 @@ func TestRedisTypingAndPresenceAcrossProcesses(t *testing.T) {
 	if !bobB.waitFor(10*time.Second, func() bool { return bobB.hasOther(offline) }) {
 		t.Fatalf("bob did not hear alice go offline: %v", bobB.other)
 	}
+}
+
+// TestRedisPresenceOfStoppedProcess: a process that dies with sessions
+// open (kill -9) or stops cleanly cannot tell its users' contacts they
+// left; another process sharing Redis notices it stopped renewing its
+// liveness and does, within seconds, unless the user is still online in
+// another process.
+func TestRedisPresenceOfStoppedProcess(t *testing.T) {
+	r := startRedis(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "presence.db")
+	cfg := writeConfig(t, dir, "redis: "+r.url()+"\nwebsocket:\n  presence_grace: 500ms\n")
+	a := startLogged(t, "A", db, cfg)
+	b := startLogged(t, "B", db, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	alice, bob, carol := registerUser(t, a, "alice"), registerUser(t, a, "bob"), registerUser(t, a, "carol")
+	newDirect(t, a, alice, bob)
+	newDirect(t, a, carol, bob)
+
+	bobB := dialWS(t, ctx, b, "bob@B", bob.Token)
+	dialWS(t, ctx, a, "alice@A", alice.Token)
+	dialWS(t, ctx, a, "carol@A", carol.Token)
+	dialWS(t, ctx, b, "carol@B", carol.Token) // carol stays online on B
+	state := func(u rUser, online bool) string {
+		return `"type":"presence","user":"` + u.ID + `","online":` + strconv.FormatBool(online)
+	}
+	if !bobB.waitFor(10*time.Second, func() bool { return bobB.hasOther(state(alice, true)) && bobB.hasOther(state(carol, true)) }) {
+		t.Fatalf("bob on B did not hear alice and carol come online: %v", bobB.other)
+	}
+
+	killed := time.Now()
+	a.kill()
+	if !bobB.waitFor(20*time.Second, func() bool { return bobB.hasOther(state(alice, false)) }) {
+		t.Fatalf("bob did not hear alice go offline after her process was killed: %v", bobB.other)
+	}
+	t.Logf("offline heard %s after the kill", time.Since(killed).Round(100*time.Millisecond))
+	bobB.mu.Lock()
+	carolLeft := bobB.hasOther(state(carol, false))
+	bobB.mu.Unlock()
+	if carolLeft {
+		t.Errorf("bob heard carol go offline, though she is online on B: %v", bobB.other)
+	}
+	// A fresh session agrees: alice offline, carol online.
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(b.base, "http")+"/api/v1/ws?token="+bob.Token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hello, err := c.Read(ctx)
+	c.CloseNow()
+	if err != nil || !strings.Contains(string(hello), `"online":["`+carol.ID+`"]`) {
+		t.Fatalf("bob's hello after the kill: %s %v", hello, err)
+	}
+
+	// A clean stop: the process retires and another buries it at once.
+	a2 := startLogged(t, "A2", db, cfg)
+	dialWS(t, ctx, a2, "alice@A2", alice.Token)
+	if !bobB.waitFor(10*time.Second, func() bool { return strings.Count(strings.Join(bobB.other, "\n"), state(alice, true)) == 2 }) {
+		t.Fatalf("bob did not hear alice come back: %v", bobB.other)
+	}
+	stopped := time.Now()
+	if err := a2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-a2.exited
+	if !bobB.waitFor(10*time.Second, func() bool { return strings.Count(strings.Join(bobB.other, "\n"), state(alice, false)) == 2 }) {
+		t.Fatalf("bob did not hear alice go offline after her process stopped: %v", bobB.other)
+	}
+	t.Logf("offline heard %s after the stop", time.Since(stopped).Round(100*time.Millisecond))
 }

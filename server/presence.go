@@ -33,6 +33,7 @@ type presence struct {
 	rdb    redis.UniversalClient // nil when alone
 	prefix string
 	node   string
+	beaten bool // refreshLoop has renewed this process's liveness (presence_nodes.go)
 	stop   chan struct{}
 	wg     sync.WaitGroup
 }
@@ -151,6 +152,8 @@ func (p *presence) came(user string) {
 		pipe.ZRemRangeByScore(ctx, k, "-inf", strconv.FormatInt(now-presenceTTL.Milliseconds(), 10))
 		pipe.ZAdd(ctx, k, redis.Z{Score: float64(now), Member: p.node})
 		pipe.Expire(ctx, k, presenceTTL)
+		pipe.SAdd(ctx, p.usersKey(p.node), user)
+		pipe.Expire(ctx, p.usersKey(p.node), presenceTTL)
 		n := pipe.ZCard(ctx, k)
 		if _, err := pipe.Exec(ctx); err == nil && n.Val() > 1 {
 			return // online in another process already
@@ -169,6 +172,7 @@ func (p *presence) went(user string) {
 		k := p.key(user)
 		pipe := p.rdb.TxPipeline()
 		pipe.ZRem(ctx, k, p.node)
+		pipe.SRem(ctx, p.usersKey(p.node), user)
 		pipe.ZRemRangeByScore(ctx, k, "-inf", strconv.FormatInt(now-presenceTTL.Milliseconds(), 10))
 		n := pipe.ZCard(ctx, k)
 		if _, err := pipe.Exec(ctx); err == nil && n.Val() > 0 {
@@ -214,45 +218,54 @@ func (p *presence) online(ctx context.Context, users []string) []string {
 	return out
 }
 
-// refreshLoop keeps this process's entries fresh.
+// refreshLoop renews this process's liveness every nodeBeat (burying
+// dead processes, presence_nodes.go) and its users' entries every
+// presenceRefresh.
 func (p *presence) refreshLoop() {
 	defer p.wg.Done()
-	t := time.NewTicker(presenceRefresh)
+	t := time.NewTicker(nodeBeat)
 	defer t.Stop()
+	last := time.Now()
 	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := p.beat(ctx); err != nil {
+			p.log.Warn("presence: liveness", "err", err)
+		}
+		if time.Since(last) >= presenceRefresh {
+			last = time.Now()
+			p.refresh(ctx)
+		}
+		cancel()
 		select {
 		case <-p.stop:
 			return
 		case <-t.C:
 		}
-		p.mu.Lock()
-		users := make([]string, 0, len(p.count)+len(p.leaving))
-		for u := range p.count {
-			users = append(users, u)
-		}
-		for u := range p.leaving {
-			users = append(users, u)
-		}
-		p.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		now := float64(time.Now().UnixMilli())
-		pipe := p.rdb.Pipeline()
-		for _, u := range users {
-			pipe.ZAdd(ctx, p.key(u), redis.Z{Score: now, Member: p.node})
-			pipe.Expire(ctx, p.key(u), presenceTTL)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			p.log.Warn("presence: refresh", "err", err)
-		}
-		if err := p.srv.sockets.refresh(ctx); err != nil {
-			p.log.Warn("socket cap: refresh", "err", err)
-		}
-		cancel()
+	}
+}
+
+// refresh renews the entries of the users this process holds online.
+func (p *presence) refresh(ctx context.Context) {
+	users := p.local()
+	now := float64(time.Now().UnixMilli())
+	pipe := p.rdb.Pipeline()
+	for _, u := range users {
+		pipe.ZAdd(ctx, p.key(u), redis.Z{Score: now, Member: p.node})
+		pipe.Expire(ctx, p.key(u), presenceTTL)
+		pipe.SAdd(ctx, p.usersKey(p.node), u)
+	}
+	pipe.Expire(ctx, p.usersKey(p.node), presenceTTL)
+	if _, err := pipe.Exec(ctx); err != nil {
+		p.log.Warn("presence: refresh", "err", err)
+	}
+	if err := p.srv.sockets.refresh(ctx); err != nil {
+		p.log.Warn("socket cap: refresh", "err", err)
 	}
 }
 
 // close stops the refreshes and the pending offline announcements (the
-// server is going away; its sessions' entries in Redis go stale).
+// server is going away): with Redis, another process buries it and tells
+// its users' contacts (presence_nodes.go).
 func (p *presence) close() {
 	p.mu.Lock()
 	p.done = true
@@ -263,5 +276,6 @@ func (p *presence) close() {
 	if p.stop != nil {
 		close(p.stop)
 		p.wg.Wait()
+		p.retire()
 	}
 }
