@@ -103,8 +103,8 @@ func (s *Service) Search(ctx context.Context, user, q, conv string, beforeSeq in
 // cannot (bad_request).
 func ParseSearch(q string) (SearchQuery, error) {
 	var sq SearchQuery
-	if !storable(q) {
-		return sq, Errorf(EBadRequest, "q must be UTF-8, without NUL")
+	if !utf8.ValidString(q) {
+		return sq, Errorf(EBadRequest, "q must be UTF-8")
 	}
 	if len(q) > maxQueryBytes {
 		return sq, Errorf(EBadRequest, "q is longer than %d bytes", maxQueryBytes)
