@@ -140,9 +140,13 @@ type notifier struct {
 type pushKey struct{ user, conv string }
 
 type pendingPush struct {
-	msg   Message
+	msg   Message // the newest: what the push shows
+	sent  []sentAt // the collapsed messages, ascending
 	timer *time.Timer
 }
+
+// sentAt is when a collapsed message was sent.
+type sentAt struct{ seq, ts int64 }
 
 func newNotifier(s *Service, cfg PushConfig) *notifier {
 	if cfg.Sender == nil {
@@ -199,6 +203,7 @@ func (n *notifier) schedule(user string, m Message) {
 	if p := n.pending[key]; p != nil {
 		if m.Seq > p.msg.Seq {
 			p.msg = m
+			p.sent = append(p.sent, sentAt{m.Seq, m.TS})
 		}
 		return
 	}
@@ -214,39 +219,69 @@ func (n *notifier) schedule(user string, m Message) {
 			}
 		}
 	}
-	p := &pendingPush{msg: m}
+	p := &pendingPush{msg: m, sent: []sentAt{{m.Seq, m.TS}}}
 	n.pending[key] = p
+	n.arm(key, p, due.Sub(now))
+}
+
+// arm starts p's timer (under n.mu).
+func (n *notifier) arm(key pushKey, p *pendingPush, d time.Duration) {
 	n.running.Add(1)
-	p.timer = time.AfterFunc(due.Sub(now), func() {
+	p.timer = time.AfterFunc(d, func() {
 		defer n.running.Done()
 		n.fire(key)
 	})
 }
 
+// fire decides a pending push once its delay has passed. The user's read
+// marker, read now, may cover some of the collapsed messages: the oldest
+// one it does not cover must itself be Delay old before anything is
+// pushed (a message read in time says nothing of the next one, sent a
+// moment before the timer fired), so the timer may be armed again.
 func (n *notifier) fire(key pushKey) {
 	n.mu.Lock()
 	p := n.pending[key]
-	delete(n.pending, key)
 	closed := n.closed
-	if p != nil && !closed {
-		n.last[key] = time.Now()
-	}
 	n.mu.Unlock()
 	if p == nil || closed {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := n.push(ctx, key.user, p.msg); err != nil {
+	c, err := n.s.store.Conversation(ctx, key.conv, key.user)
+	n.mu.Lock()
+	if n.closed || n.pending[key] != p {
+		n.mu.Unlock()
+		return
+	}
+	if err == nil {
+		for len(p.sent) > 0 && p.sent[0].seq <= c.ReadSeq {
+			p.sent = p.sent[1:]
+		}
+		if len(p.sent) > 0 {
+			if wait := time.Until(time.UnixMilli(p.sent[0].ts).Add(n.cfg.Delay)); wait > 0 {
+				n.arm(key, p, wait)
+				n.mu.Unlock()
+				return
+			}
+		}
+	}
+	delete(n.pending, key)
+	if err == nil && len(p.sent) > 0 {
+		n.last[key] = time.Now()
+	}
+	n.mu.Unlock()
+	if err == nil && len(p.sent) > 0 {
+		err = n.push(ctx, key.user, p.msg, c)
+	}
+	if err != nil {
 		n.s.log.Warn("push notification", "user", key.user, "conv", key.conv, "err", err)
 	}
 }
 
-func (n *notifier) push(ctx context.Context, user string, m Message) error {
-	c, err := n.s.store.Conversation(ctx, m.Conv, user)
-	if err != nil {
-		return err
-	}
+// push sends m to user's subscriptions unless c, user's entry read at
+// the timer's end, says it need not.
+func (n *notifier) push(ctx context.Context, user string, m Message, c Conversation) error {
 	if c.Left || c.ReadSeq >= m.Seq || c.MutedUntil > time.Now().UnixMilli() {
 		return nil
 	}

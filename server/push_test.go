@@ -493,3 +493,34 @@ func TestPushHangingEndpoint(t *testing.T) {
 		t.Error("the hanging request was never given up")
 	}
 }
+
+// TestPushWaitsForEachMessage: a message read within the delay says
+// nothing of the next one. When the timer of the first fires, the oldest
+// message still unread must itself be push.delay old before anything is
+// pushed: bob reads the first in time, the second arrived a moment before
+// the timer fired and he reads it within its own delay, so nothing is
+// pushed; a message he leaves unread is pushed.
+func TestPushWaitsForEachMessage(t *testing.T) {
+	const delay = 2 * time.Second
+	ps := newPushService(t)
+	ts := pushServer(t, ps, func(c *testConfig) { c.chat.Push.Delay = delay })
+	alice, bob := ts.register(t, "alice"), ts.register(t, "bob")
+	conv := alice.direct(t, bob).ID
+	br := newBrowser(t, ps.srv.URL+"/push/bob")
+	bob.post(t, "/api/v1/push/subscriptions", br.subscription()).want(t, http.StatusCreated)
+
+	start := time.Now()
+	first := alice.send(t, conv, "m1", "first")
+	time.Sleep(delay / 2)
+	second := alice.send(t, conv, "m2", "second")
+	bob.post(t, convPath(conv, "read"), map[string]int64{"seq": first.Seq}).want(t, http.StatusNoContent)
+	// Past the first message's delay, within the second's.
+	time.Sleep(time.Until(start.Add(delay + delay/4)))
+	bob.post(t, convPath(conv, "read"), map[string]int64{"seq": second.Seq}).want(t, http.StatusNoContent)
+	ps.none(t, time.Until(start.Add(2*delay)), "both messages read within their delays")
+
+	third := alice.send(t, conv, "m3", "third")
+	if n := br.open(t, ps.next(t, "an unread message")); n.Seq != third.Seq {
+		t.Errorf("pushed seq %d, want %d", n.Seq, third.Seq)
+	}
+}
