@@ -221,6 +221,32 @@ func (s *Service) expired(sess Session, now time.Time) bool {
 	return sess.LastUsedAt < usedBefore || sess.CreatedAt < createdBefore
 }
 
+// KeepAlive is an open socket's use of its session (tokenHash, created
+// at createdAt): recorded as a use, so that a socket's session does not
+// expire for idleness while the socket is open. False once the session is
+// past TokenMaxAge: the socket must close.
+func (s *Service) KeepAlive(tokenHash []byte, createdAt int64, now time.Time) bool {
+	if _, createdBefore := s.expiryBounds(now); createdAt < createdBefore {
+		return false
+	}
+	s.uses.record(tokenHash, now.UnixMilli(), Client{})
+	return true
+}
+
+// KeepAliveEvery is how often open sockets call KeepAlive: well within
+// TokenIdle, and often enough that a socket outlives its session's max
+// age by a twentieth of it at most (a minute at most).
+func (s *Service) KeepAliveEvery() time.Duration {
+	d := time.Minute
+	if s.cfg.TokenIdle > 0 {
+		d = min(d, s.cfg.TokenIdle/4)
+	}
+	if s.cfg.TokenMaxAge > 0 {
+		d = min(d, s.cfg.TokenMaxAge/20)
+	}
+	return max(d, 50*time.Millisecond)
+}
+
 // Authorize returns the user and session a token opens.
 func (s *Service) Authorize(ctx context.Context, token string) (User, Session, error) {
 	if token == "" {

@@ -940,3 +940,29 @@ func TestHostileSessionUseNotWrittenPerRequest(t *testing.T) {
 		t.Fatalf("stored last use after the flush: %v, want >= %d", got, shown)
 	}
 }
+
+// TestSocketKeepsSessionAndEndsWithIt: an open socket is a use of its
+// session, so a quiet socket keeps its token from expiring for
+// idleness; once the session is past token_max_age the socket is closed
+// with 1008, as at logout, and the token is refused.
+func TestSocketKeepsSessionAndEndsWithIt(t *testing.T) {
+	const idle, maxAge = 800 * time.Millisecond, 3 * time.Second
+	ts := newServer(t, func(c *testConfig) {
+		c.chat.TokenIdle = idle
+		c.chat.TokenMaxAge = maxAge
+		c.chat.SessionFlushInterval = 100 * time.Millisecond
+	})
+	alice := ts.register(t, "alice")
+	created := time.Now()
+	ws := alice.dial(t, "alice")
+	time.Sleep(2 * idle) // the socket quiet, the token not used otherwise
+	alice.get(t, "/api/v1/me").want(t, http.StatusOK)
+
+	if status := ws.closeStatus(t); status != websocket.StatusPolicyViolation {
+		t.Errorf("the socket closed with %d at the session's max age, want 1008", status)
+	}
+	if lived := time.Since(created); lived < maxAge || lived > maxAge+2*time.Second {
+		t.Errorf("the socket closed %s after the session began, want soon after %s", lived, maxAge)
+	}
+	alice.get(t, "/api/v1/me").wantError(t, http.StatusUnauthorized, chat.EUnauthorized)
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -120,6 +121,11 @@ type Server struct {
 	closing atomic.Bool // Shutdown began: no session may start
 	http    *http.Server
 	mux     *http.ServeMux
+
+	// keepAliveLoop's (keepalive.go): Shutdown ends it.
+	keepStop      chan struct{}
+	keepDone      chan struct{}
+	stopKeepAlive sync.Once
 }
 
 // New returns a server; ui (may be nil) is served at "/".
@@ -131,6 +137,8 @@ func New(cfg Config, svc *chat.Service, hub *Hub, m *Metrics, ui http.Handler, h
 	s.sockets = newSocketCap(log)
 	svc.SetOnline(s.presence.online)
 	s.mux = s.routes()
+	s.keepStop, s.keepDone = make(chan struct{}), make(chan struct{})
+	go s.keepAliveLoop()
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -214,5 +222,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		ss.cancel()
 	}
 	s.presence.close()
+	s.stopKeepAlive.Do(func() { close(s.keepStop) })
+	<-s.keepDone
 	return err
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -42,7 +43,9 @@ const (
 type session struct {
 	id        string
 	user      chat.User
-	tokenHash string
+	tokenHash string // hex, as revocations name it
+	token     []byte // the hash itself, for keepAliveLoop
+	created   int64  // when the session began (Unix ms), for its max age
 	conn      *websocket.Conn
 	wire      *cork.Conn
 	srv       *Server
@@ -71,7 +74,7 @@ type session struct {
 	working bool     // a work goroutine is running
 }
 
-func newSession(srv *Server, conn *websocket.Conn, w *cork.Conn, user chat.User, tokenHash string) *session {
+func newSession(srv *Server, conn *websocket.Conn, w *cork.Conn, user chat.User, sess chat.Session) *session {
 	// Not a child of the server's context: every child costs an entry in
 	// its parent's map, per idle session. Shutdown closes each session
 	// itself (and run refuses to start once it began), and every close
@@ -80,7 +83,9 @@ func newSession(srv *Server, conn *websocket.Conn, w *cork.Conn, user chat.User,
 	return &session{
 		id:        chat.NewID(),
 		user:      user,
-		tokenHash: tokenHash,
+		tokenHash: hex.EncodeToString(sess.TokenHash),
+		token:     sess.TokenHash,
+		created:   sess.CreatedAt,
 		conn:      conn,
 		wire:      w,
 		srv:       srv,

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/hex"
 	"net/http"
 	"time"
 
@@ -91,7 +90,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	// session's stack starts small instead of keeping what the handshake
 	// grew it to. It gives the admission back when it ends.
 	admitted = false
-	ss := newSession(s, conn, ww.wire, u, hex.EncodeToString(sess.TokenHash))
+	ss := newSession(s, conn, ww.wire, u, sess)
 	go func() {
 		defer s.sockets.release(u.ID, counted)
 		ss.run(v)
