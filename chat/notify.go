@@ -140,7 +140,7 @@ type notifier struct {
 type pushKey struct{ user, conv string }
 
 type pendingPush struct {
-	msg   Message // the newest: what the push shows
+	msg   Message  // the newest: what the push shows
 	sent  []sentAt // the collapsed messages, ascending
 	timer *time.Timer
 }
