@@ -14,6 +14,10 @@ var inlineTypes = map[string]bool{
 	"image/webp": true,
 }
 
+// maxDeclaredType bounds a declared Content-Type worth reading (RFC 6838
+// allows 127 characters each for the type and the subtype).
+const maxDeclaredType = 255
+
 // DetectType decides a file's type from what the client declared and what
 // http.DetectContentType sniffed from its first bytes. The sniffed type
 // wins whenever it is one of the raster image types or the declared type
@@ -22,6 +26,11 @@ var inlineTypes = map[string]bool{
 // well formed, since sniffing cannot name most document types.
 func DetectType(declared, sniffed string) string {
 	sniffed = baseType(sniffed)
+	if len(declared) > maxDeclaredType {
+		// Stored and sent with every message that attaches the file: a
+		// client may not make each of those megabytes long.
+		declared = ""
+	}
 	d, _, err := mime.ParseMediaType(declared)
 	if inlineTypes[sniffed] {
 		return sniffed

@@ -141,7 +141,9 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) {
 	h.Set("ETag", `"`+rec.SHA256+`"`)
 	h.Set("Content-Type", servedType(rec.Mime, inline))
 	h.Set("Content-Disposition", disposition(inline, rec.Name))
-	http.ServeContent(w, r, "", time.UnixMilli(rec.CreatedAt), idleFile{fh, http.NewResponseController(w)})
+	serveRanged(w, r, rec.Size, func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "", time.UnixMilli(rec.CreatedAt), idleFile{fh, http.NewResponseController(w)})
+	})
 }
 
 func (s *Server) handleThumb(w http.ResponseWriter, r *http.Request) {
@@ -181,7 +183,14 @@ func (s *Server) handleThumb(w http.ResponseWriter, r *http.Request) {
 	h.Set("ETag", `"`+rec.SHA256+`-thumb"`)
 	h.Set("Content-Type", ctype)
 	h.Set("Content-Disposition", disposition(true, "thumb-"+rec.Name))
-	http.ServeContent(w, r, "", time.UnixMilli(rec.CreatedAt), fh)
+	st, err := fh.Stat()
+	if err != nil {
+		s.fileGone(w, r, err)
+		return
+	}
+	serveRanged(w, r, st.Size(), func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "", time.UnixMilli(rec.CreatedAt), fh)
+	})
 }
 
 // fileGone answers a file whose row exists but whose bytes do not (it is

@@ -24,6 +24,8 @@ func statusOf(code string) int {
 	switch code {
 	case eMethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case eRangeNotSatisfiable:
+		return http.StatusRequestedRangeNotSatisfiable
 	case chat.EBadRequest:
 		return http.StatusBadRequest
 	case chat.EUnauthorized:

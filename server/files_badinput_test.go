@@ -136,10 +136,28 @@ func TestFileBadInput(t *testing.T) {
 	})
 	t.Run("range past the end", func(t *testing.T) {
 		f := alice.uploadFile(t, "r.txt", "text/plain", []byte("0123456789"))
-		ts.fetch(t, "/api/v1/files/"+f.ID, alice.Token, "Range", "bytes=100-200").want(t, http.StatusRequestedRangeNotSatisfiable)
+		// Refusals in the protocol's JSON, with the size in Content-Range.
+		for _, rng := range []string{"bytes=100-200", "bytes=-0"} {
+			r := ts.fetch(t, "/api/v1/files/"+f.ID, alice.Token, "Range", rng).wantError(t, http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable")
+			if cr := r.Header.Get("Content-Range"); cr != "bytes */10" {
+				t.Errorf("Range %s: Content-Range %q, want bytes */10", rng, cr)
+			}
+		}
 		r := ts.fetch(t, "/api/v1/files/"+f.ID, alice.Token, "Range", "bytes=5-100").want(t, http.StatusPartialContent)
 		if string(r.Body) != "56789" {
 			t.Fatalf("range to past the end: %q", r.Body)
+		}
+		// A unit other than bytes is ignored (RFC 9110): the whole file.
+		if r := ts.fetch(t, "/api/v1/files/"+f.ID, alice.Token, "Range", "items=0-1").want(t, http.StatusOK); string(r.Body) != "0123456789" {
+			t.Errorf("Range items=0-1: %q, want the whole file", r.Body)
+		}
+	})
+	t.Run("long declared type", func(t *testing.T) {
+		// Stored and sent with every message attaching the file: a
+		// declared type past 255 bytes is not kept (the bytes decide).
+		f := alice.uploadFile(t, "t.txt", "application/x-"+strings.Repeat("a", 100000), []byte("plain words"))
+		if len(f.Mime) > 255 || !strings.HasPrefix(f.Mime, "text/plain") {
+			t.Errorf("mime %.80q (%d bytes), want the sniffed text/plain", f.Mime, len(f.Mime))
 		}
 	})
 	t.Run("quota", func(t *testing.T) {
