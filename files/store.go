@@ -185,6 +185,13 @@ func (s *Store) Write(r io.Reader, limit int64) (u *Upload, err error) {
 	}
 	if cfg, format, err := image.DecodeConfig(f); err == nil && cfg.Width > 0 && cfg.Height > 0 {
 		u.Width, u.Height, u.Format = cfg.Width, cfg.Height, format
+		// The size as shown: a photo turned a quarter by its EXIF
+		// orientation (exif.go) is as wide as it is stored high.
+		if format == "jpeg" {
+			if _, err := f.Seek(0, io.SeekStart); err == nil && Swapped(jpegOrientation(f)) {
+				u.Width, u.Height = u.Height, u.Width
+			}
+		}
 	}
 	if err := f.Close(); err != nil {
 		return nil, err

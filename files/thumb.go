@@ -85,6 +85,12 @@ func (t *Thumbnailer) Thumb(ctx context.Context, sha string) (path, ctype string
 		ext, ctype = ".thumb.jpg", "image/jpeg"
 	}
 	out := Scale(img, ThumbSize)
+	if format == "jpeg" {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return "", "", err
+		}
+		out = Oriented(out, jpegOrientation(f))
+	}
 	tmp, err := os.CreateTemp(filepath.Join(t.store.dir, "tmp"), "thumb-*")
 	if err != nil {
 		return "", "", err
