@@ -78,7 +78,7 @@ func TestOriented(t *testing.T) {
 	// For each orientation: the displayed size and the stored pixel at
 	// the displayed top-left and top-right corners.
 	for o, want := range map[int]struct {
-		w, h            int
+		w, h              int
 		topLeft, topRight color.NRGBA
 	}{
 		1: {3, 2, px(0, 0), px(2, 0)},
