@@ -137,7 +137,12 @@ func (s *Service) RegisterWithInvite(ctx context.Context, username, password, di
 
 // Login checks a password and returns a new token.
 func (s *Service) Login(ctx context.Context, username, password string) (User, string, error) {
-	u, hash, err := s.store.UserByName(ctx, strings.TrimSpace(username))
+	var u User
+	var hash string
+	var err error = errNoSuch // a name no account can hold
+	if storable(username) {
+		u, hash, err = s.store.UserByName(ctx, strings.TrimSpace(username))
+	}
 	if ErrorCode(err) == ENotFound {
 		// Spend the same time as a wrong password, so that response times
 		// do not tell which usernames exist.

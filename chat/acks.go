@@ -160,6 +160,9 @@ func (s *Service) marker(ctx context.Context, me, conv string, seq int64) (Membe
 // visible checks that I may read conv: a current member, or a former one
 // within its range.
 func (s *Service) visible(ctx context.Context, conv, me string) (Membership, error) {
+	if !storable(conv) {
+		return Membership{}, errNoSuch
+	}
 	if r, err := s.rosters.get(ctx, s.store, conv); err == nil {
 		if role, ok := r.roles[me]; ok {
 			return Membership{Conv: conv, Kind: r.Kind, User: me, Role: role}, nil

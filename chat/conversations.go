@@ -21,6 +21,9 @@ func (s *Service) CreateDirect(ctx context.Context, me, peer string) (Conversati
 	if peer == me {
 		return Conversation{}, false, Errorf(EBadRequest, "a direct conversation needs another user")
 	}
+	if !storable(peer) {
+		return Conversation{}, false, errNoSuch
+	}
 	if _, err := s.store.UserByID(ctx, peer); err != nil {
 		return Conversation{}, false, err
 	}
@@ -108,6 +111,9 @@ func (s *Service) existingUsers(ctx context.Context, ids []string, except string
 			continue
 		}
 		seen[id] = true
+		if !storable(id) {
+			return nil, Errorf(ENotFound, "user %q not found", id)
+		}
 		if _, err := s.store.UserByID(ctx, id); err != nil {
 			if ErrorCode(err) == ENotFound {
 				return nil, Errorf(ENotFound, "user %q not found", id)
@@ -286,6 +292,9 @@ func (s *Service) Conversation(ctx context.Context, me, conv string) (Conversati
 	// Pending acks are read before the store (here and below): an ack
 	// flush that commits in between is then seen by one or the other, so
 	// a shown ack never moves back.
+	if !storable(conv) {
+		return Conversation{}, errNoSuch
+	}
 	pending := s.acks.pending(conv, me)
 	c, err := s.store.Conversation(ctx, conv, me)
 	if err != nil {

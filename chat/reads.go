@@ -127,6 +127,9 @@ func (s *Service) Messages(ctx context.Context, me, conv string, q PageQuery) (P
 	if q.After > 0 && q.Backward {
 		return Page{}, Errorf(EBadRequest, "give after_seq or before_seq, not both")
 	}
+	if !storable(conv) {
+		return Page{}, errNoSuch
+	}
 	q.Limit = clampLimit(q.Limit)
 	p, err := s.store.Messages(ctx, conv, me, q)
 	if err != nil {

@@ -67,6 +67,9 @@ func newRosterCache() *rosterCache {
 const maxCachedRosters = 50_000
 
 func (c *rosterCache) get(ctx context.Context, store ConversationStore, conv string) (*cachedRoster, error) {
+	if !storable(conv) {
+		return nil, errNoSuch
+	}
 	for {
 		c.mu.RLock()
 		r, gen := c.m[conv], c.gen

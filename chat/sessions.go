@@ -289,7 +289,7 @@ func (s *Service) Sessions(ctx context.Context, me, token string) ([]Session, er
 // that the transport closes its sockets. Another user's session is
 // ENotFound, as an unknown one is: ids are not confirmed to strangers.
 func (s *Service) EndSession(ctx context.Context, me, id string) ([]byte, error) {
-	if id == "" {
+	if id == "" || !storable(id) {
 		return nil, Errorf(ENotFound, "session not found")
 	}
 	return s.store.DeleteSession(ctx, me, id)

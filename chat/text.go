@@ -14,3 +14,8 @@ import (
 func storable(s string) bool {
 	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
+
+// errNoSuch answers a look-up of an id or a name that is not storable:
+// nothing can have it, and the store is not asked (PostgreSQL would
+// refuse the query itself).
+var errNoSuch = Errorf(ENotFound, "not found")

@@ -206,10 +206,9 @@ func wrap(err error) error {
 			return fmt.Errorf("%w: %w", errUnavailable, pe) // pe: failureKind reads its code
 		case pe.Code == "22021":
 			// Text PostgreSQL cannot hold (a NUL character, invalid
-			// UTF-8). The service refuses such text before it is stored
-			// (chat/text.go), so what is left is a look-up: an id or a
-			// name no row can hold, which names nothing.
-			return chat.Errorf(chat.ENotFound, "not found")
+			// UTF-8). The service refuses it before it reaches a store
+			// (chat/text.go); this is the store's own answer.
+			return chat.Errorf(chat.EBadRequest, "text with a NUL character or invalid UTF-8 cannot be stored")
 		case pe.Code[:2] == "22":
 			// Data PostgreSQL cannot hold (a number out of range): the
 			// request's fault.
