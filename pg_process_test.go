@@ -168,3 +168,50 @@ func TestServePostgresRestartUnderLoad(t *testing.T) {
 		t.Errorf("%d messages stored, want %d (acked and retried)", len(byID), want)
 	}
 }
+
+// TestHealthzHidesPostgresDetails: /healthz needs no token, so when
+// PostgreSQL refuses the server's connections (here a password rotated
+// under it) it says the database is unavailable and names neither the
+// user, the database nor the host; the log has PostgreSQL's reason.
+func TestHealthzHidesPostgresDetails(t *testing.T) {
+	pg, err := pgtest.Start("") // its own: its password is changed
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	p := startLogged(t, "A", pg.NewDB(t), writeConfig(t, t.TempDir(), ""))
+	if code, _, err := health(p); err != nil || code != 200 {
+		t.Fatalf("/healthz at the start: %d %v", code, err)
+	}
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, pg.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	for _, q := range []string{`ALTER ROLE postgres PASSWORD 'rotated'`,
+		`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'`} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	// The first answers come from connections PostgreSQL cut, the next
+	// from new ones it refuses for the password: look at both.
+	failed := 0
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		code, h, err := health(p)
+		if err != nil || code != 503 {
+			continue
+		}
+		failed++
+		reason := h.Checks["postgres"]
+		for _, leak := range []string{"user=", "database=", "127.0.0.1", "SQLSTATE", "password"} {
+			if strings.Contains(reason, leak) {
+				t.Fatalf("/healthz names %q: %q", leak, reason)
+			}
+		}
+	}
+	if failed == 0 {
+		t.Fatal("/healthz never failed with PostgreSQL refusing the server")
+	}
+}

@@ -158,7 +158,9 @@ func TestRedisPresenceOfStoppedProcess(t *testing.T) {
 		t.Fatalf("bob's hello after the kill: %s %v", hello, err)
 	}
 
-	// A clean stop: the process retires and another buries it at once.
+	// A clean stop: the process's key expires and another buries it,
+	// after the presence grace (nodeTTL), in which sockets would have
+	// reconnected elsewhere.
 	a2 := startLogged(t, "A2", db, cfg)
 	dialWS(t, ctx, a2, "alice@A2", alice.Token)
 	if !bobB.waitFor(10*time.Second, func() bool { return strings.Count(strings.Join(bobB.other, "\n"), state(alice, true)) == 2 }) {
@@ -173,4 +175,24 @@ func TestRedisPresenceOfStoppedProcess(t *testing.T) {
 		t.Fatalf("bob did not hear alice go offline after her process stopped: %v", bobB.other)
 	}
 	t.Logf("offline heard %s after the stop", time.Since(stopped).Round(100*time.Millisecond))
+
+	// A rolling restart: alice's process stops and her app reconnects to
+	// B at once. Nobody is told she left.
+	a3 := startLogged(t, "A3", db, cfg)
+	dialWS(t, ctx, a3, "alice@A3", alice.Token)
+	if !bobB.waitFor(10*time.Second, func() bool { return strings.Count(strings.Join(bobB.other, "\n"), state(alice, true)) == 3 }) {
+		t.Fatalf("bob did not hear alice come back: %v", bobB.other)
+	}
+	if err := a3.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-a3.exited
+	dialWS(t, ctx, b, "alice@B", alice.Token)
+	time.Sleep(7 * time.Second) // past the stopped process's burial
+	bobB.mu.Lock()
+	offline := strings.Count(strings.Join(bobB.other, "\n"), state(alice, false))
+	bobB.mu.Unlock()
+	if offline != 2 {
+		t.Errorf("bob heard alice go offline during a restart she reconnected through: %v", bobB.other)
+	}
 }

@@ -173,7 +173,16 @@ func (db *DB) Ping(ctx context.Context) error {
 	if err := db.w.health.Recent(healthFresh); err != nil {
 		return err
 	}
-	return wrap(db.pool.Ping(ctx))
+	err := wrap(db.pool.Ping(ctx))
+	var ce *chat.Error
+	if err != nil && !errors.As(err, &ce) {
+		// A refused connection (a wrong password after a rotation, a
+		// database gone) is PostgreSQL's error, which names the user,
+		// the database and the host: /healthz, which needs no token,
+		// says only that the database is unavailable.
+		return fmt.Errorf("%w: %w", errUnavailable, err)
+	}
+	return err
 }
 
 // healthFresh is how long a failed write keeps /healthz failing.

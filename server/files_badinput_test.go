@@ -147,6 +147,11 @@ func TestFileBadInput(t *testing.T) {
 		if string(r.Body) != "56789" {
 			t.Fatalf("range to past the end: %q", r.Body)
 		}
+		// Beside a satisfiable range, or under a condition, -0 does not
+		// refuse the request (RFC 9110 14.1.1, 13.2.2).
+		ts.fetch(t, "/api/v1/files/"+f.ID, alice.Token, "Range", "bytes=0-1,-0").want(t, http.StatusPartialContent)
+		etag := r.Header.Get("ETag")
+		ts.fetch(t, "/api/v1/files/"+f.ID, alice.Token, "Range", "bytes=-0", "If-None-Match", etag).want(t, http.StatusNotModified)
 		// A unit other than bytes is ignored (RFC 9110): the whole file.
 		if r := ts.fetch(t, "/api/v1/files/"+f.ID, alice.Token, "Range", "items=0-1").want(t, http.StatusOK); string(r.Body) != "0123456789" {
 			t.Errorf("Range items=0-1: %q, want the whole file", r.Body)

@@ -19,16 +19,15 @@ const eRangeNotSatisfiable = "range_not_satisfiable"
 func serveRanged(w http.ResponseWriter, r *http.Request, size int64, serve func(http.ResponseWriter, *http.Request)) {
 	if v := r.Header.Get("Range"); v != "" {
 		spec, ok := strings.CutPrefix(v, "bytes=")
-		if !ok {
+		switch {
+		case !ok:
 			r.Header.Del("Range")
-		} else {
-			for _, part := range strings.Split(spec, ",") {
-				if strings.TrimSpace(part) == "-0" {
-					w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
-					writeRangeRefusal(w, "the range asks for no bytes")
-					return
-				}
-			}
+		case strings.TrimSpace(spec) == "-0" && r.Header.Get("If-Range") == "" && r.Header.Get("If-None-Match") == "":
+			// The only range, unsatisfiable. (Beside others, or under a
+			// condition that may void the Range, ServeContent decides.)
+			w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
+			writeRangeRefusal(w, "the range asks for no bytes")
+			return
 		}
 	}
 	serve(&rangeWriter{ResponseWriter: w}, r)

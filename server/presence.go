@@ -276,6 +276,5 @@ func (p *presence) close() {
 	if p.stop != nil {
 		close(p.stop)
 		p.wg.Wait()
-		p.retire()
 	}
 }

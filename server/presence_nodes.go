@@ -9,20 +9,24 @@ import (
 )
 
 // With Redis, the processes watch each other's liveness, so that one that
-// died (kill -9, a lost host, a stop) does not leave its users online for
-// everyone else: its sessions are gone, but only it would have told their
-// contacts. Each process keeps a key of its own alive (with a TTL Redis
-// counts, so no two clocks are compared) and lists, in a set of its own,
-// the users it holds online. Every nodeBeat each process renews its key
-// and looks for processes whose key expired; the one that takes such a
-// process off the list of processes (SREM answers 1 to one of them) buries
-// it: drops it from its users' presence entries and tells the contacts of
-// each user no other process holds that the user went offline.
+// died (kill -9, a lost host) or stopped does not leave its users online
+// for everyone else: its sessions are gone, but only it would have told
+// their contacts. Each process keeps a key of its own alive (with a TTL
+// Redis counts, so no two clocks are compared) and lists, in a set of its
+// own, the users it holds online. Every nodeBeat each process renews its
+// key and looks for processes whose key expired; the one that takes such
+// a process off the list of processes (SREM answers 1 to one of them)
+// buries it: drops it from its users' presence entries and tells the
+// contacts of each user no other process holds that the user went
+// offline.
 //
-// A user's contacts thus hear it left at most nodeTTL+nodeBeat after its
-// process died (PROTOCOL.md: offline within 5 s of its last session
-// closing); a process that stalls longer than nodeTTL is taken for dead
-// and announces its users again when it comes back (beat).
+// A user's contacts thus hear it left nodeTTL to nodeTTL+nodeBeat after
+// its process died or stopped (PROTOCOL.md: offline within 5 s of the
+// last session closing). A stop leaves its key to expire too: that wait
+// is the presence grace, in which the user's sockets reconnect to another
+// process (a rolling restart), which then holds the user, so that nobody
+// is told anything. A process that stalls longer than nodeTTL is taken for
+// dead and announces its users again when it comes back (beat).
 const (
 	nodeBeat = time.Second
 	nodeTTL  = 4 * nodeBeat
@@ -44,8 +48,17 @@ func (p *presence) beat(ctx context.Context) error {
 	}
 	if added.Val() == 1 && p.beaten {
 		p.log.Warn("presence: this process was taken for dead by another one (it did not renew its liveness in time); announcing its users again")
-		for _, u := range p.local() {
-			p.came(u)
+		p.mu.Lock()
+		users := make([]string, 0, len(p.told))
+		for u := range p.told {
+			users = append(users, u)
+		}
+		// Told again through settle, one announcement per user at a time
+		// as always: the contacts may have heard these users left.
+		clear(p.told)
+		p.mu.Unlock()
+		for _, u := range users {
+			go p.settle(u)
 		}
 	}
 	p.beaten = true
@@ -78,20 +91,37 @@ func (p *presence) sweep(ctx context.Context) error {
 		if taken, err := p.rdb.SRem(ctx, p.nodesKey(), n).Result(); err != nil {
 			return err
 		} else if taken == 1 {
-			if err := p.bury(ctx, n); err != nil {
-				return err
-			}
+			// Beside the beats, with time of its own: a process's users
+			// may be many, each announcement a look-up of contacts, and
+			// the beats must go on renewing this process's key.
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				p.bury(n)
+			}()
 		}
 	}
 	return nil
 }
 
 // bury takes a dead process out of its users' presence entries and tells
-// the contacts of those no process holds now that they went offline.
-func (p *presence) bury(ctx context.Context, node string) error {
+// the contacts of those no process holds now that they went offline;
+// nothing when the process has come back meanwhile (it stalled, and
+// announces its users itself).
+func (p *presence) bury(node string) {
+	ctx, cancel := context.WithTimeout(context.Background(), buryTimeout)
+	defer cancel()
+	go func() { // a stop does not wait for the announcements
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	users, err := p.rdb.SMembers(ctx, p.usersKey(node)).Result()
 	if err != nil {
-		return err
+		p.log.Warn("presence: burying a process", "node", node, "err", err)
+		return
 	}
 	min := strconv.FormatInt(time.Now().Add(-presenceTTL).UnixMilli(), 10)
 	pipe := p.rdb.TxPipeline()
@@ -101,8 +131,13 @@ func (p *presence) bury(ctx context.Context, node string) error {
 		left[i] = pipe.ZCount(ctx, p.key(u), min, "+inf")
 	}
 	pipe.Del(ctx, p.usersKey(node))
+	back := pipe.Exists(ctx, p.aliveKey(node))
 	if _, err := pipe.Exec(ctx); err != nil {
-		return err
+		p.log.Warn("presence: burying a process", "node", node, "err", err)
+		return
+	}
+	if back.Val() != 0 {
+		return
 	}
 	gone := 0
 	for i, u := range users {
@@ -115,8 +150,10 @@ func (p *presence) bury(ctx context.Context, node string) error {
 		}
 	}
 	p.log.Info("presence: a process sharing Redis stopped renewing its liveness; its users are offline unless another process holds them", "node", node, "users", len(users), "offline", gone)
-	return nil
 }
+
+// buryTimeout bounds the announcements of one buried process.
+const buryTimeout = time.Minute
 
 // holds reports whether user has a session here (or is in its grace).
 func (p *presence) holds(user string) bool {
@@ -139,15 +176,4 @@ func (p *presence) local() []string {
 		}
 	}
 	return users
-}
-
-// retire is a stop's last word: its liveness key goes at once, so that
-// the next beat of another process buries it instead of waiting for the
-// key to expire.
-func (p *presence) retire() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := p.rdb.Del(ctx, p.aliveKey(p.node)).Err(); err != nil {
-		p.log.Warn("presence: retiring", "err", err)
-	}
 }
