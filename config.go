@@ -94,9 +94,10 @@ type Config struct {
 		MaxConns     int32         `yaml:"max_conns"`
 		BatchTimeout time.Duration `yaml:"batch_timeout"`
 	} `yaml:"postgres"`
-	// Retention.Days > 0 deletes messages older than that many days.
+	// Retention.Days > 0 deletes messages older than that many days
+	// (at most maxRetentionDays).
 	Retention struct {
-		Days int `yaml:"days"`
+		Days wholeDays `yaml:"days"`
 	} `yaml:"retention"`
 	WebSocket struct {
 		AllowedOrigins []string      `yaml:"allowed_origins"`
@@ -292,6 +293,26 @@ func loadConfigFrom(path string, env []string, flags map[string]string) (Config,
 // body; a limit below max_body_bytes + this can never carry a full body.
 const frameOverhead = 1024
 
+// maxRetentionDays bounds retention.days: a hundred years.
+const maxRetentionDays = 36500
+
+// wholeDays is a count of days that must be written as a whole number:
+// YAML would read 1.5 into an int as 1, and retention would delete half a
+// day's more history than asked.
+type wholeDays int
+
+func (d *wholeDays) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+		return fmt.Errorf("line %d: %q is not a whole number of days", n.Line, n.Value)
+	}
+	var v int
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	*d = wholeDays(v)
+	return nil
+}
+
 // deriveDefaults makes the keys nobody set follow the ones that were set, so
 // changing one key does not make its unchanged neighbour invalid.
 func (c *Config) deriveDefaults(set map[string]bool) {
@@ -396,8 +417,11 @@ func (c *Config) validate() error {
 	if c.SQLite.SearchIndexBatch < 0 {
 		return fmt.Errorf("sqlite.search_index_batch must be >= 0 (0 for the default), not %d", c.SQLite.SearchIndexBatch)
 	}
-	if c.Retention.Days < 0 {
-		return fmt.Errorf("retention.days must be >= 0 (0 keeps messages forever), not %d", c.Retention.Days)
+	// The days become a time.Duration, which a value past about 290
+	// years wraps around to a recent cutoff: the history would be
+	// deleted instead of kept.
+	if c.Retention.Days < 0 || c.Retention.Days > maxRetentionDays {
+		return fmt.Errorf("retention.days must be 0 (keep messages forever) to %d, not %d", maxRetentionDays, c.Retention.Days)
 	}
 	if c.Events.Capacity < 1 {
 		return fmt.Errorf("events.capacity must be >= 1, not %d", c.Events.Capacity)

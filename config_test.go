@@ -220,8 +220,20 @@ func TestRetentionDays(t *testing.T) {
 	if err != nil || c.Retention.Days != 7 {
 		t.Fatalf("from the environment: days %d, %v", c.Retention.Days, err)
 	}
-	if _, err := loadConfigFrom(configFile(t, "retention:\n  days: -1\n"), nil, nil); err == nil || !strings.Contains(err.Error(), "retention.days must be >= 0") {
-		t.Fatalf("negative days: %v", err)
+	// Negative, past a hundred years (as a Duration, 213504 days wrapped
+	// around to a cutoff of minutes ago and deleted the history), or not
+	// a whole number: refused.
+	for body, want := range map[string]string{
+		"retention:\n  days: -1\n":     "retention.days must be 0",
+		"retention:\n  days: 213504\n": "retention.days must be 0",
+		"retention:\n  days: 1.5\n":    "not a whole number of days",
+	} {
+		if _, err := loadConfigFrom(configFile(t, body), nil, nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error saying %q", body, err, want)
+		}
+	}
+	if _, err := loadConfigFrom(configFile(t, ""), []string{"IMSERVER_RETENTION_DAYS=1.5"}, nil); err == nil {
+		t.Error("IMSERVER_RETENTION_DAYS=1.5 was taken")
 	}
 	if defaultConfig().Retention.Days != 0 {
 		t.Fatal("retention is on by default")
