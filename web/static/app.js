@@ -15,6 +15,7 @@ import { settingsDialog } from './settings.js';
 import { setupNotifications } from './notify.js';
 import { inviteCode, invitesDialog, joinView } from './invites.js';
 import { adminDialog, isAdmin } from './admin.js';
+import { draftsKey } from './drafts.js';
 
 const TOKEN_KEY = 'imserver.token';
 const USER_KEY = 'imserver.user';
@@ -134,7 +135,7 @@ function startSession(user, token) {
       notifyBtn,
       h('button', { type: 'button', class: 'btn', id: 'invite-btn', onClick: () => invitesDialog(api) }, 'Invite'),
       adminBtn,
-      h('span', { class: 'me', id: 'me-name', title: `@${user.username}` }, user.display_name || user.username),
+      h('span', { class: 'me', id: 'me-name', dir: 'auto', title: `@${user.username}` }, user.display_name || user.username),
       h('button', { type: 'button', class: 'btn', id: 'settings-btn', onClick: () => settingsDialog(api) }, 'Settings'),
       h('button', { type: 'button', class: 'btn', id: 'logout-btn', onClick: logout }, 'Log out'),
     ),
@@ -211,9 +212,10 @@ function endSession(notice) {
 async function logout() {
   if (!session) return;
   const client = session.client;
-  // Logging out on purpose drops unsent messages with the session; an
-  // expired token keeps them for the next login.
+  // Logging out on purpose drops unsent messages and drafts with the
+  // session; an expired token keeps them for the next login.
   localStorage.removeItem(`imserver.outbox.${session.user.id}`);
+  localStorage.removeItem(draftsKey(session.user.id));
   client.flushReads();
   client.flushAcks();
   try {

@@ -276,8 +276,22 @@ export class ChatClient extends Emitter {
     if (conv.max_seq > have) this.queuePull(c.id);
   }
 
+  // sortedConvs orders the list by newest activity. An entry without a
+  // message (a new conversation) carries no time of its own, but its
+  // version orders it among the changes of all entries: it came after the
+  // messages of the entries whose versions are lower, so it goes above
+  // them, as a new conversation does in other chat apps.
   sortedConvs() {
-    return [...this.convs.values()].sort((a, b) => activity(b) - activity(a) || (b.version ?? 0) - (a.version ?? 0));
+    const all = [...this.convs.values()];
+    const byVersion = [...all].sort((a, b) => (a.version ?? 0) - (b.version ?? 0));
+    const when = new Map();
+    let before = 0;
+    for (const c of byVersion) {
+      const ts = activity(c);
+      before = Math.max(before, ts);
+      when.set(c, ts || before);
+    }
+    return all.sort((a, b) => when.get(b) - when.get(a) || (b.version ?? 0) - (a.version ?? 0));
   }
 
   totalUnread() {
@@ -363,7 +377,13 @@ export class ChatClient extends Emitter {
         if (m.seq > conv.max_seq) conv.max_seq = m.seq;
         if (!isText(m)) {
           // An unknown kind from a newer server: kept, neither shown nor counted.
-        } else if (!conv.last_message || m.seq >= conv.last_message.seq) conv.last_message = m;
+        } else if ((live || m.seq > known) && !m.deleted && (!conv.last_message || m.seq >= conv.last_message.seq)) {
+          // The entry's last_message is the server's word up to its
+          // max_seq (the newest message not deleted): a pull or a page
+          // (catching up after a reconnect) brings history it already
+          // covers, and must not put back a message deleted meanwhile.
+          conv.last_message = m;
+        }
         if (m.from === myId) {
           // The server moves a sender's read marker to its own message.
           if (m.seq > conv.read_seq) {

@@ -13,6 +13,8 @@ import { actionsEl, quoteEl } from './messageparts.js';
 import { typingText } from './presence.js';
 import { confirmDialog } from './dialogs.js';
 import { muteControl } from './notify.js';
+import { Drafts } from './drafts.js';
+import { bodyTooLong } from './limits.js';
 
 const GROUP_GAP_MS = 5 * 60 * 1000;
 const NEAR_BOTTOM_PX = 48;
@@ -27,7 +29,7 @@ export class ConversationView {
     this.onBack = onBack;
     this.onDetails = onDetails;
     this.convId = null;
-    this.drafts = new Map();
+    this.drafts = new Drafts(client.me.id);
     this.root = h('section', { class: 'chat', id: 'chat', 'aria-label': 'Conversation' });
     this.renderer = new Coalescer(() => this.render());
     // List changes (any conversation's traffic) only touch the header, the
@@ -104,11 +106,19 @@ export class ConversationView {
   leave() {
     if (this.convId) {
       if (this.editing) this.cancelEdit();
-      if (this.input) this.drafts.set(this.convId, this.input.value);
+      this.saveDraft();
       this.replyTo = null;
       this.client.close(this.convId);
     }
     this.convId = null;
+  }
+
+  // saveDraft keeps the composer's text and reply target of the open
+  // conversation; while editing, the draft is what the edit set aside.
+  saveDraft() {
+    if (!this.convId || !this.input) return;
+    if (this.editing) this.drafts.set(this.convId, this.editDraft ?? '', this.editReplyTo ?? null);
+    else this.drafts.set(this.convId, this.input.value, this.replyTo);
   }
 
   async show(convId) {
@@ -196,7 +206,7 @@ export class ConversationView {
 
   buildSkeleton() {
     this.files?.clear();
-    this.titleEl = h('h2', { class: 'chat-title', id: 'chat-title' });
+    this.titleEl = h('h2', { class: 'chat-title', id: 'chat-title', dir: 'auto' });
     this.subtitleEl = h('p', { class: 'chat-subtitle', id: 'chat-subtitle' });
     this.stormEl = h('div', { class: 'storm-banner', id: 'storm-banner', role: 'status', hidden: true });
     this.listEl = h('div', {
@@ -235,7 +245,10 @@ export class ConversationView {
     this.autocomplete = new Autocomplete(this.input, () => this.mentionCandidates());
     this.contextEl = h('div', { class: 'composer-context', id: 'composer-context', hidden: true });
     this.typingEl = h('div', { class: 'typing-line', id: 'typing', 'aria-live': 'polite' });
-    this.input.value = this.drafts.get(this.convId) ?? '';
+    const draft = this.drafts.get(this.convId);
+    this.input.value = draft.body;
+    this.replyTo = draft.replyTo;
+    this.errorEl = h('p', { class: 'composer-error', id: 'composer-error', role: 'alert', hidden: true });
     this.files = new PendingFiles({ api: this.client.api, onError: (text) => this.client.emit('notice', text) });
     this.composerEl = h(
       'form',
@@ -262,11 +275,13 @@ export class ConversationView {
       this.typingEl,
       this.announcer,
       this.leftEl,
+      this.errorEl,
       this.contextEl,
       this.composerEl,
     );
     this.files.wire(this.input, this.root);
     this.renderTyping();
+    this.renderContext();
     this.autosize();
   }
 
@@ -280,6 +295,8 @@ export class ConversationView {
     if (!this.convId) return;
     this.renderHeader();
     this.renderMessages();
+    // The quoted message of a reply may have loaded or changed.
+    if (this.replyTo && !this.editing && this.contextQuote !== this.client.message(this.convId, this.replyTo)) this.renderContext();
   }
 
   renderHeader() {
@@ -368,7 +385,7 @@ export class ConversationView {
           h(
             'div',
             { class: 'group-head' },
-            h('span', { class: 'sender' }, users.name(from)),
+            h('span', { class: 'sender', dir: 'auto' }, users.name(from)),
             h('time', { datetime: new Date(ts).toISOString(), title: formatFull(ts) }, formatTime(ts)),
           ),
         );
@@ -468,8 +485,8 @@ export class ConversationView {
   buildMessageEl(m, own, lastOwn) {
     const children = [];
     if (m.reply_to && !m.deleted) children.push(quoteEl(this.client, this.users, this.convId, m.reply_to, (seq) => this.jumpTo(seq)));
-    if (m.deleted) children.push(h('p', { class: 'msg-body deleted' }, 'This message was deleted'));
-    else children.push(h('p', { class: 'msg-body' }, renderBody(m.body ?? '', this.bodyContext())));
+    if (m.deleted) children.push(h('p', { class: 'msg-body deleted', dir: 'auto' }, 'This message was deleted'));
+    else children.push(h('p', { class: 'msg-body', dir: 'auto' }, renderBody(m.body ?? '', this.bodyContext())));
     if (!m.deleted) children.push(attachmentsEl(m.attachments, () => this.freshAttachments(m)));
     const meta = h('span', { class: 'msg-meta' }, h('time', { datetime: new Date(m.ts).toISOString(), title: formatFull(m.ts) }, formatTime(m.ts)));
     if (m.edited_at && !m.deleted) meta.prepend(h('span', { class: 'msg-edited', title: `Edited ${formatFull(m.edited_at)}` }, '(edited)'));
@@ -573,22 +590,30 @@ export class ConversationView {
   startReply(seq) {
     if (this.editing) this.cancelEdit();
     this.replyTo = seq;
+    this.saveDraft();
     this.renderContext();
     this.focusComposer();
   }
 
   cancelReply() {
     this.replyTo = null;
+    this.saveDraft();
     this.renderContext();
   }
 
+  // startEdit puts a message's text in the composer; what was being written
+  // (and the message it replied to) is set aside until the edit ends.
   startEdit(seq) {
     const m = this.client.timeline(this.convId).msgs.get(seq);
     if (!m || m.deleted || m.from !== this.client.me.id) return;
-    if (!this.editing) this.editDraft = this.input.value;
+    if (!this.editing) {
+      this.editDraft = this.input.value;
+      this.editReplyTo = this.replyTo;
+    }
     this.replyTo = null;
     this.editing = { seq, body: m.body ?? '' };
     this.input.value = m.body ?? '';
+    this.showError('');
     this.autosize();
     this.renderContext();
     this.focusComposer();
@@ -599,9 +624,58 @@ export class ConversationView {
     if (!this.editing) return;
     this.editing = null;
     this.input.value = this.editDraft ?? '';
+    this.replyTo = this.editReplyTo ?? null;
     this.editDraft = '';
+    this.editReplyTo = null;
+    this.showError('');
     this.autosize();
     this.renderContext();
+  }
+
+  // saveEdit sends an edit and leaves edit mode only once the server has
+  // it: a failed edit (offline, too long, the message deleted meanwhile)
+  // keeps the text in the composer, with the reason above it.
+  async saveEdit(body) {
+    const editing = this.editing;
+    if (editing.saving) return;
+    if (!body.trim() || body === editing.body) {
+      this.cancelEdit();
+      return;
+    }
+    if (this.refuseTooLong(body)) return;
+    const convId = this.convId;
+    editing.saving = true;
+    this.showError('');
+    this.composerEl.setAttribute('aria-busy', 'true');
+    try {
+      await this.client.mutate(convId, { kind: 'edit', target: editing.seq, body });
+      if (this.editing === editing) this.cancelEdit();
+    } catch (err) {
+      const why = `Could not save the edit: ${failureText(err)}`;
+      if (this.editing === editing) this.showError(why);
+      else this.client.emit('notice', why);
+    } finally {
+      editing.saving = false;
+      this.composerEl?.removeAttribute('aria-busy');
+    }
+  }
+
+  // showError says under the composer's context why the text was not sent
+  // (empty text hides it).
+  showError(text) {
+    if (!this.errorEl) return;
+    this.errorEl.textContent = text;
+    this.errorEl.hidden = !text;
+    if (text) this.input.setAttribute('aria-invalid', 'true');
+    else this.input.removeAttribute('aria-invalid');
+  }
+
+  // refuseTooLong checks a body against the server's limit before it is
+  // sent: a refused send could only be discarded, text and all.
+  refuseTooLong(body) {
+    const over = bodyTooLong(body);
+    if (over) this.showError(over);
+    return Boolean(over);
   }
 
   // renderContext shows what the composer is doing besides writing a new
@@ -617,14 +691,19 @@ export class ConversationView {
       el.replaceChildren(h('span', { class: 'context-label' }, 'Editing message'), h('span', { class: 'context-hint' }, 'Esc to cancel, Enter to save'), cancel(() => this.cancelEdit()));
     } else if (this.replyTo) {
       const q = this.client.message(this.convId, this.replyTo);
+      // A reply kept with a draft may name a message not loaded yet.
+      if (!q) this.client.fetchQuote(this.convId, this.replyTo);
+      const shown = q && !q.missing;
+      this.contextQuote = q;
       el.dataset.mode = 'reply';
+      el.dataset.replyTo = String(this.replyTo);
       el.replaceChildren(
-        h('span', { class: 'context-label' }, `Replying to ${q ? this.users.name(q.from) : 'a message'}`),
-        h('span', { class: 'context-quote' }, q ? (q.deleted ? 'This message was deleted' : preview(q.body, 100)) : ''),
+        h('span', { class: 'context-label', dir: 'auto' }, `Replying to ${shown ? this.users.name(q.from) : 'a message'}`),
+        h('span', { class: 'context-quote', dir: 'auto' }, shown ? (q.deleted ? 'This message was deleted' : preview(q.body, 100)) : ''),
         cancel(() => this.cancelReply()),
       );
     }
-    el.hidden = !this.editing && !this.replyTo;
+    el.hidden = (!this.editing && !this.replyTo) || Boolean(this.client.convs.get(this.convId)?.left);
   }
 
   mentionCandidates() {
@@ -665,7 +744,7 @@ export class ConversationView {
         'div',
         { class: 'bubble' },
         item.extra?.reply_to ? quoteEl(this.client, this.users, this.convId, item.extra.reply_to, (seq) => this.jumpTo(seq)) : null,
-        h('p', { class: 'msg-body' }, linkify(item.body)),
+        h('p', { class: 'msg-body', dir: 'auto' }, linkify(item.body)),
         attachmentsEl(item.files),
         meta,
       ),
@@ -819,7 +898,13 @@ export class ConversationView {
 
   onComposerInput() {
     this.autosize();
-    if (this.convId && !this.editing && this.input.value.trim()) this.client.typing(this.convId);
+    // An error about the text goes once the text changes; one about its
+    // length stays while it is still too long.
+    if (this.errorEl && !this.errorEl.hidden) this.showError(bodyTooLong(this.input.value) ?? '');
+    if (this.convId && !this.editing) {
+      this.saveDraft();
+      if (this.input.value.trim()) this.client.typing(this.convId);
+    }
   }
 
   onSubmit(e) {
@@ -830,9 +915,7 @@ export class ConversationView {
   submit() {
     const body = this.input.value.replace(/^\s*\n/, '').replace(/\s+$/, '');
     if (this.editing) {
-      const { seq, body: old } = this.editing;
-      if (body.trim() && body !== old) this.mutate({ kind: 'edit', target: seq, body });
-      this.cancelEdit();
+      this.saveEdit(body);
       return;
     }
     if (this.files.uploading) {
@@ -841,6 +924,7 @@ export class ConversationView {
     }
     const files = this.files.ready();
     if ((!body.trim() && !files.length) || !this.convId) return;
+    if (this.refuseTooLong(body)) return;
     const extra = {};
     if (this.replyTo) extra.reply_to = this.replyTo;
     if (files.length) extra.attachments = files.map((f) => f.id);
@@ -848,6 +932,7 @@ export class ConversationView {
     if (this.replyTo) this.cancelReply();
     this.files.clear();
     this.input.value = '';
+    this.showError('');
     this.drafts.delete(this.convId);
     this.autosize();
     this.stickNext = true;
@@ -861,6 +946,15 @@ export class ConversationView {
     el.style.height = 'auto';
     el.style.height = `${Math.min(el.scrollHeight, 200)}px`;
   }
+}
+
+// failureText says why a request failed, in words for the composer.
+function failureText(err) {
+  if (err.network) return 'no connection. Your text is kept; try again when you are back online.';
+  if (err.code === 'too_large') return 'the message is too long.';
+  if (err.code === 'conflict') return 'the message was deleted.';
+  if (err.code === 'rate_limited') return 'sending too fast, try again in a moment.';
+  return err.message || 'the server refused it.';
 }
 
 function receiptWords(r, kind) {

@@ -148,7 +148,7 @@ export class ConvList {
           h(
             'span',
             { class: 'conv-top' },
-            h('span', { class: 'conv-name' }, title),
+            h('span', { class: 'conv-name', dir: 'auto' }, title),
             isMuted(conv) ? h('span', { class: 'conv-muted', title: 'Muted', 'aria-label': 'Muted' }, '🔕') : null,
             storming ? h('span', { class: 'storm-badge', title: 'Storm mode' }, 'storm') : null,
             h('time', { class: 'conv-time' }, last ? listTime(last.ts) : ''),
@@ -156,7 +156,7 @@ export class ConvList {
           h(
             'span',
             { class: 'conv-bottom' },
-            h('span', { class: 'conv-preview' }, conv.left ? 'You left this conversation' : last ? who + (last.deleted ? 'This message was deleted' : preview(last.body || fileSummary(last))) : ''),
+            h('span', { class: 'conv-preview', dir: 'auto' }, conv.left ? 'You left this conversation' : last ? who + (last.deleted ? 'This message was deleted' : preview(last.body || fileSummary(last))) : ''),
             mentions ? h('span', { class: 'badge conv-mentions', title: 'Mentions of you', dataset: { mentions: String(mentions) } }, `@${mentions > 99 ? '99+' : mentions}`) : null,
             unread
               ? h('span', { class: 'badge conv-unread', dataset: { unread: String(unread) } }, unread > 999 ? '999+' : String(unread))

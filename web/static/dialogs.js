@@ -36,7 +36,7 @@ function personRow(user, ...extra) {
   const name = user.display_name || user.username;
   return [
     h('span', { class: 'avatar small', style: `--hue:${hue(user.id)}`, 'aria-hidden': 'true' }, initials(name)),
-    h('span', { class: 'person' }, h('span', { class: 'person-name' }, name), h('span', { class: 'person-handle' }, `@${user.username}`)),
+    h('span', { class: 'person' }, h('span', { class: 'person-name', dir: 'auto' }, name), h('span', { class: 'person-handle' }, `@${user.username}`)),
     ...extra,
   ];
 }

@@ -88,7 +88,7 @@ export class Autocomplete {
             onClick: () => this.pick(i),
           },
           c.id ? h('span', { class: 'avatar tiny', style: `--hue:${hue(c.id)}`, 'aria-hidden': 'true' }, initials(c.name)) : h('span', { class: 'avatar tiny all', 'aria-hidden': 'true' }, '@'),
-          h('span', { class: 'mention-name' }, c.name),
+          h('span', { class: 'mention-name', dir: 'auto' }, c.name),
           h('span', { class: 'mention-handle' }, `@${c.username}`),
         ),
       ),

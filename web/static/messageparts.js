@@ -30,8 +30,8 @@ export function quoteEl(client, users, convId, seq, onJump) {
         onJump(seq);
       },
     },
-    who ? h('span', { class: 'quote-sender' }, who) : null,
-    h('span', { class: 'quote-text' }, text),
+    who ? h('span', { class: 'quote-sender', dir: 'auto' }, who) : null,
+    h('span', { class: 'quote-text', dir: 'auto' }, text),
   );
 }
 

@@ -42,7 +42,7 @@ function listNames(names) {
 }
 
 // openPicker shows the emoji picker next to anchor; onPick(emoji). Escape,
-// a click elsewhere or a pick closes it.
+// a click elsewhere, focus leaving it or a pick closes it.
 export function openPicker(anchor, onPick) {
   closePicker();
   const picker = h(
@@ -77,6 +77,14 @@ export function openPicker(anchor, onPick) {
     const i = btns.indexOf(document.activeElement);
     btns[(i + (e.key === 'ArrowRight' ? 1 : btns.length - 1)) % btns.length].focus();
     e.preventDefault();
+  });
+  // Focus that moves out of the picker (Tab, Shift+Tab) closes it, as a
+  // click elsewhere does; the window losing focus leaves focus inside.
+  picker.addEventListener('focusout', (e) => {
+    if (e.relatedTarget && picker.contains(e.relatedTarget)) return;
+    setTimeout(() => {
+      if (picker.isConnected && !picker.contains(document.activeElement)) closePicker();
+    });
   });
   setTimeout(() => {
     document.addEventListener('pointerdown', away, true);

@@ -204,11 +204,11 @@ export class SearchPanel {
         h(
           'span',
           { class: 'result-top' },
-          h('span', { class: 'result-conv' }, conv ? this.client.title(conv) : 'Conversation'),
+          h('span', { class: 'result-conv', dir: 'auto' }, conv ? this.client.title(conv) : 'Conversation'),
           h('time', { class: 'result-time', datetime: new Date(m.ts).toISOString(), title: formatFull(m.ts) }, listTime(m.ts)),
         ),
-        h('span', { class: 'result-sender' }, m.from === this.client.me.id ? 'You' : this.users.name(m.from)),
-        h('span', { class: 'result-snippet' }, ...snippetNodes(r.snippet ?? m.body ?? '', this.query)),
+        h('span', { class: 'result-sender', dir: 'auto' }, m.from === this.client.me.id ? 'You' : this.users.name(m.from)),
+        h('span', { class: 'result-snippet', dir: 'auto' }, ...snippetNodes(r.snippet ?? m.body ?? '', this.query)),
       ),
     );
   }
