@@ -242,6 +242,11 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 	}
 
 	restored := startServer(t, target, cfg)
+	// Not under a running server: it would go on writing to the file
+	// restore replaced, and what it acknowledged would be lost.
+	if out, err := exec.Command(serverBin, "restore", "--force", "--db", target, archive).CombinedOutput(); err == nil || !strings.Contains(string(out), "stop it first") {
+		t.Fatalf("restore --force under a running server: %v\n%s", err, out)
+	}
 	_, _, files := src.checkRestored(t, restored, m)
 	// Each of the 3 loaders may have had one upload in the snapshot whose
 	// message was not sent yet: the manifest counts it, no message shows it.

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/imserver/imserver/files"
+	"github.com/imserver/imserver/storage"
 )
 
 // ErrNotEmpty refuses to restore over existing data without force.
@@ -34,6 +35,11 @@ func Restore(ctx context.Context, path string, o Options, force bool) (Manifest,
 		// Before reading a big archive: can it be restored at all?
 		if _, err := pgTool("pg_restore"); err != nil {
 			return m, err
+		}
+	}
+	if !pg {
+		if err := storage.CheckUnused(ctx, o.DB); err != nil {
+			return m, fmt.Errorf("%s: %w", o.DB, err)
 		}
 	}
 	if !force {

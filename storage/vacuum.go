@@ -77,6 +77,34 @@ func Vacuum(ctx context.Context, path string) (VacuumResult, error) {
 	return res, nil
 }
 
+// CheckUnused returns ErrInUse while another process (a server) has the
+// SQLite database at path open, nil when none has or there is no file:
+// for a command that replaces the file (restore), which a running server
+// would go on writing to, acknowledging messages that would be lost.
+func CheckUnused(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	// As Vacuum: an exclusive lock, which fails beside any other
+	// connection, released at once.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(0)&_pragma=locking_mode(EXCLUSIVE)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return lockErr(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
+		return lockErr(err)
+	}
+	_, err = conn.ExecContext(ctx, "ROLLBACK")
+	return err
+}
+
 func lockErr(err error) error {
 	var e *sqlite.Error
 	if errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY {
