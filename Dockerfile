@@ -15,7 +15,7 @@ ARG COMMIT=
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
 		-ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
 		-o /out/imserver . \
-	&& mkdir -p /out/data
+	&& mkdir -p /out/data /out/tmp && chmod 1777 /out/tmp
 
 FROM scratch
 # CA roots for HTTPS webhooks and TLS Redis.
@@ -24,6 +24,10 @@ COPY --from=build /out/imserver /imserver
 # The volume's mount point belongs to the runtime user, so a fresh named
 # volume is writable by it.
 COPY --from=build --chown=65532:65532 /out/data /data
+# SQLite writes temporary files (a migration's sorts and statement
+# journals) to /tmp; an empty image has none, and migration 0016 failed
+# there with "disk I/O error" on a database of a few thousand messages.
+COPY --from=build /out/tmp /tmp
 ENV IMSERVER_ADDR=0.0.0.0:8080 \
 	IMSERVER_DB=/data/imserver.db
 USER 65532:65532

@@ -121,6 +121,13 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 	events := eventQueue(cfg, rdb)
 	metrics.WatchEventQueue(events)
 	var svc *chat.Service
+	if !isPostgres(cfg.DB) {
+		release, err := lockDatabase(cfg.DB, rdb != nil)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	db, dbName, err := openStore(ctx, cfg, storeOptions{
 		onCommit: func(m []chat.Message) { svc.Committed(m) },
 		// SQLite: fan-out and the answers to WebSocket sends run

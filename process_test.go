@@ -172,3 +172,21 @@ func TestUserCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondServerWithoutRedisRefused: two servers on one SQLite file
+// without Redis would hand out the same seqs and answer each other's
+// sends with errors; the second one is refused at start, saying why, and
+// the first goes on serving. With Redis (redis_*_test.go) they share it.
+func TestSecondServerWithoutRedisRefused(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "one.db")
+	cfg := writeConfig(t, dir, "")
+	first := startLogged(t, "first", db, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, serverBin, "serve", "--addr", "127.0.0.1:0", "--db", db, "--config", cfg).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "served by another imserver") {
+		t.Fatalf("a second server on the same file: %v\n%s", err, out)
+	}
+	registerUser(t, first, "alice") // the first still serves
+}
