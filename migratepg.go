@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -26,6 +27,8 @@ func migrateToPostgresCommand() *cobra.Command {
 at URL (which must hold no imserver data yet), in one transaction, then checks
 the row counts of every table and each conversation's largest seq. Stop every
 imserver using FILE first: what they write meanwhile would not be copied.
+FILE is first brought to this version's schema, in place, as this version's
+server would (back it up first to keep the older version's).
 The search vectors of the copied messages are written after the copy.
 Uploaded files' bytes are not in the database: copy the files directory
 (files.dir, or FILE-files) to the directory the PostgreSQL nodes share.`,
@@ -54,8 +57,14 @@ type tableCopy struct {
 }
 
 func migrateToPostgres(ctx context.Context, from, to string, out io.Writer) error {
+	// The store would make a new, empty database of a mistyped path and
+	// copy nothing, successfully.
+	if _, err := os.Stat(from); err != nil {
+		return fmt.Errorf("--from: %w", err)
+	}
 	// Opening with the store brings the file to the current schema, so
-	// that both sides have the same tables.
+	// that both sides have the same tables (the source is upgraded in
+	// place, as a start of this version's server would).
 	sdb, err := storage.Open(ctx, from, storage.Options{})
 	if err != nil {
 		return fmt.Errorf("open %s: %w", from, err)

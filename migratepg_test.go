@@ -377,3 +377,20 @@ func TestMigrateToPostgresNUL(t *testing.T) {
 		t.Errorf("group name: %q %v", c.Name, err)
 	}
 }
+
+// TestMigrateToPostgresMissingSource: a --from that does not exist is
+// refused; it used to be made into an empty database and "copied".
+func TestMigrateToPostgresMissingSource(t *testing.T) {
+	from := filepath.Join(t.TempDir(), "typo.db")
+	var out bytes.Buffer
+	cmd := rootCommand()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"migrate-to-postgres", "--from", from, "--to", testPostgres(t).NewDB(t)})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("a missing source: %v\n%s", err, out.String())
+	}
+	if _, err := os.Stat(from); !os.IsNotExist(err) {
+		t.Errorf("the missing source was created (%v)", err)
+	}
+}
