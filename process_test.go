@@ -190,3 +190,16 @@ func TestSecondServerWithoutRedisRefused(t *testing.T) {
 	}
 	registerUser(t, first, "alice") // the first still serves
 }
+
+// TestUserListEveryAccount: `imserver user list` lists every account, not
+// the API's page of 1000.
+func TestUserListEveryAccount(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "many.db")
+	if out, err := exec.Command(serverBin, "populate", "--db", db, "--users", "1200", "--messages", "0", "--directs", "10", "--groups", "5", "--all-hands", "1").CombinedOutput(); err != nil {
+		t.Fatalf("populate: %v\n%s", err, out)
+	}
+	out, err := exec.Command(serverBin, "user", "list", "--db", db).CombinedOutput()
+	if lines := strings.Count(string(out), "\n"); err != nil || lines != 1201 {
+		t.Fatalf("user list: %v, %d lines, want a header and 1200 accounts", err, lines)
+	}
+}

@@ -79,14 +79,19 @@ func userCommand() *cobra.Command {
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withService(cmd, func(ctx context.Context, svc *chat.Service) error {
-				users, err := svc.SearchUsers(ctx, "", chat.MaxPageLimit)
+				// Every account: the API's search stops at a page.
+				users, err := svc.Accounts(ctx)
 				if err != nil {
 					return err
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tUSERNAME\tDISPLAY NAME")
+				fmt.Fprintln(tw, "ID\tUSERNAME\tDISPLAY NAME\tDISABLED")
 				for _, u := range users {
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", u.ID, u.Username, u.DisplayName)
+					disabled := ""
+					if u.Disabled {
+						disabled = "yes"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.ID, u.Username, u.DisplayName, disabled)
 				}
 				return tw.Flush()
 			})
