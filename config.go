@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"reflect"
@@ -413,6 +414,21 @@ func (c *Config) validate() error {
 	}
 	if c.Postgres.BatchSize < 1 || c.Postgres.MaxConns < 2 || c.Postgres.BatchTimeout <= 0 {
 		return fmt.Errorf("postgres: batch_size must be >= 1, max_conns >= 2 (the writer holds one) and batch_timeout positive")
+	}
+	// A value these settings cannot take would otherwise be replaced by a
+	// default further down (the logger, the service), hiding the typo.
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.Log.Level)); err != nil {
+		return fmt.Errorf("log.level must be debug, info, warn or error, not %q", c.Log.Level)
+	}
+	if f := strings.ToLower(c.Log.Format); f != "text" && f != "json" {
+		return fmt.Errorf("log.format must be text or json, not %q", c.Log.Format)
+	}
+	if c.Limits.SendRate <= 0 || c.Limits.SendBurst < 1 {
+		return fmt.Errorf("limits.send_rate must be above 0 and limits.send_burst at least 1 (not %g and %d): a user could not send", c.Limits.SendRate, c.Limits.SendBurst)
+	}
+	if c.SQLite.BatchSize < 0 || c.SQLite.Readers < 0 {
+		return fmt.Errorf("sqlite.batch_size and sqlite.readers must be >= 0 (0 for the default), not %d and %d", c.SQLite.BatchSize, c.SQLite.Readers)
 	}
 	if c.SQLite.SearchIndexBatch < 0 {
 		return fmt.Errorf("sqlite.search_index_batch must be >= 0 (0 for the default), not %d", c.SQLite.SearchIndexBatch)

@@ -239,3 +239,27 @@ func TestRetentionDays(t *testing.T) {
 		t.Fatal("retention is on by default")
 	}
 }
+
+// TestConfigRefusesValuesNobodyTakes: values a setting cannot take are
+// refused at start, naming the key, instead of being replaced by a
+// default further down.
+func TestConfigRefusesValuesNobodyTakes(t *testing.T) {
+	for body, key := range map[string]string{
+		"log:\n  level: verbose\n":    "log.level",
+		"log:\n  format: xml\n":       "log.format",
+		"limits:\n  send_rate: 0\n":   "limits.send_rate",
+		"limits:\n  send_rate: -1\n":  "limits.send_rate",
+		"limits:\n  send_burst: 0\n":  "limits.send_burst",
+		"sqlite:\n  batch_size: -5\n": "sqlite.batch_size",
+		"sqlite:\n  readers: -1\n":    "sqlite.readers",
+	} {
+		if _, err := loadConfigFrom(configFile(t, body), nil, nil); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%q: %v, want a refusal naming %s", body, err, key)
+		}
+	}
+	for _, body := range []string{"log:\n  level: DEBUG\n  format: JSON\n", "log:\n  level: warn\n"} {
+		if _, err := loadConfigFrom(configFile(t, body), nil, nil); err != nil {
+			t.Errorf("%q refused: %v", body, err)
+		}
+	}
+}
