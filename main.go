@@ -182,7 +182,7 @@ func serve(ctx context.Context, cfg Config, cmd *cobra.Command) error {
 		}
 	}
 	proxies, _ := server.ParseTrustedProxies(cfg.HTTP.TrustedProxies) // checked by validate
-	tlsc, err := setupTLS(cfg.TLS, log)
+	tlsc, err := setupTLS(cfg.TLS, cfg.Addr, log)
 	if err != nil {
 		stopAll()
 		return err

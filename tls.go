@@ -52,7 +52,8 @@ type tlsServing struct {
 }
 
 // setupTLS prepares HTTPS per cfg; nil when TLS is off.
-func setupTLS(cfg TLSConfig, log *slog.Logger) (*tlsServing, error) {
+func setupTLS(cfg TLSConfig, addr string, log *slog.Logger) (*tlsServing, error) {
+	_, port, _ := net.SplitHostPort(addr)
 	if !cfg.enabled() {
 		return nil, nil
 	}
@@ -66,7 +67,7 @@ func setupTLS(cfg TLSConfig, log *slog.Logger) (*tlsServing, error) {
 		}
 		return &tlsServing{
 			config: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: kp.get, NextProtos: []string{"h2", "http/1.1"}},
-			plain:  redirectHTTPS(),
+			plain:  redirectHTTPS(port),
 		}, nil
 	}
 	if err := os.MkdirAll(cfg.ACME.CacheDir, 0o700); err != nil {
@@ -96,11 +97,12 @@ func setupTLS(cfg TLSConfig, log *slog.Logger) (*tlsServing, error) {
 	}
 	tc := m.TLSConfig() // answers TLS-ALPN-01 (acme-tls/1) itself
 	tc.MinVersion = tls.VersionTLS12
-	return &tlsServing{config: tc, plain: m.HTTPHandler(redirectHTTPS())}, nil
+	return &tlsServing{config: tc, plain: m.HTTPHandler(redirectHTTPS(port))}, nil
 }
 
-// redirectHTTPS sends plain-HTTP visitors to the same URL over HTTPS.
-func redirectHTTPS() http.Handler {
+// redirectHTTPS sends plain-HTTP visitors to the same URL over HTTPS, on
+// port (the HTTPS listener's; left out when it is 443).
+func redirectHTTPS(port string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host := r.Host
 		if h, _, err := net.SplitHostPort(host); err == nil {
@@ -109,6 +111,9 @@ func redirectHTTPS() http.Handler {
 		if host == "" {
 			http.Error(w, "Use HTTPS", http.StatusBadRequest)
 			return
+		}
+		if port != "" && port != "443" {
+			host = net.JoinHostPort(host, port)
 		}
 		http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), http.StatusMovedPermanently)
 	})

@@ -167,9 +167,15 @@ func TestTLSFromFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	// On the HTTPS listener's port: not 443 here.
 	host, _, _ := net.SplitHostPort(plain)
-	if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != "https://"+host+"/some/page?x=1" {
+	_, port, _ := net.SplitHostPort(addr)
+	if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != "https://"+net.JoinHostPort(host, port)+"/some/page?x=1" {
 		t.Errorf("plain port: %d Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	// The container health check asks the server over HTTPS.
+	if out, err := exec.Command(serverBin, "healthcheck", "--config", cfg).CombinedOutput(); err != nil {
+		t.Errorf("healthcheck of a TLS server: %v\n%s", err, out)
 	}
 	// Plain HTTP on the TLS port is refused, not served.
 	if resp, err := client.Get("http://" + addr + "/healthz"); err == nil {
