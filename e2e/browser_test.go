@@ -219,7 +219,21 @@ func (b *tab) click(sel string) {
 		rects[%[1]s] = now;
 		return still && r.width > 0 && r.height > 0;
 	})()`, jsString(sel)))
-	b.do(chromedp.Click(chromedp.CSS(sel)))
+	// The element may be drawn again between the query and the click (a
+	// list re-rendered by a presence or entry frame): the click then
+	// finds its node gone, and is made again on the new one.
+	for try := 0; ; try++ {
+		ctx, cancel := context.WithTimeout(b.ctx, actionTimeout)
+		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
+		cancel()
+		if err == nil {
+			return
+		}
+		if try == 4 || !strings.Contains(err.Error(), "Could not find node with given id") {
+			b.fail("%v", err)
+			return
+		}
+	}
 }
 
 // typeInto sends real key events; "\n" is the Enter key.
