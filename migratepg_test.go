@@ -44,6 +44,18 @@ func stopTestPostgres() {
 	}
 }
 
+// migrate runs `imserver migrate-to-postgres --from from --to to` and
+// returns what it printed.
+func migrate(from, to string) (string, error) {
+	var out bytes.Buffer
+	cmd := rootCommand()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"migrate-to-postgres", "--from", from, "--to", to})
+	err := cmd.Execute()
+	return out.String(), err
+}
+
 // TestMigrateToPostgres fills a SQLite database through its store, copies
 // it with `imserver migrate-to-postgres`, and checks through the
 // PostgreSQL store that everything is there and that work goes on from
@@ -88,16 +100,12 @@ func TestMigrateToPostgres(t *testing.T) {
 	src.Close()
 
 	url := testPostgres(t).NewDB(t)
-	var out bytes.Buffer
-	cmd := rootCommand()
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs([]string{"migrate-to-postgres", "--from", path, "--to", url})
-	if err := cmd.Execute(); err != nil {
-		t.Fatalf("migrate: %v\n%s", err, out.String())
+	out, err := migrate(path, url)
+	if err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
 	}
-	if !strings.Contains(out.String(), "messages") || strings.Contains(out.String(), pgtest.Password) {
-		t.Errorf("output (it must name the tables and not show the password):\n%s", out.String())
+	if !strings.Contains(out, "messages") || strings.Contains(out, pgtest.Password) {
+		t.Errorf("output (it must name the tables and not show the password):\n%s", out)
 	}
 
 	dst, err := postgres.Open(ctx, url, postgres.Options{})
@@ -144,11 +152,7 @@ func TestMigrateToPostgres(t *testing.T) {
 	}
 
 	// A second run refuses: the target is no longer empty.
-	cmd = rootCommand()
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs([]string{"migrate-to-postgres", "--from", path, "--to", url})
-	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "empty database") {
+	if _, err := migrate(path, url); err == nil || !strings.Contains(err.Error(), "empty database") {
 		t.Errorf("second run: got %v, want a refusal", err)
 	}
 }
@@ -353,16 +357,12 @@ func TestMigrateToPostgresNUL(t *testing.T) {
 	src.Close()
 
 	url := testPostgres(t).NewDB(t)
-	var out bytes.Buffer
-	cmd := rootCommand()
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs([]string{"migrate-to-postgres", "--from", path, "--to", url})
-	if err := cmd.Execute(); err != nil {
-		t.Fatalf("migrate: %v\n%s", err, out.String())
+	out, err := migrate(path, url)
+	if err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
 	}
-	if !strings.Contains(out.String(), "3 NUL characters") {
-		t.Errorf("output does not count the 3 NUL characters:\n%s", out.String())
+	if !strings.Contains(out, "3 NUL characters") {
+		t.Errorf("output does not count the 3 NUL characters:\n%s", out)
 	}
 	dst, err := postgres.Open(ctx, url, postgres.Options{})
 	if err != nil {
@@ -382,13 +382,8 @@ func TestMigrateToPostgresNUL(t *testing.T) {
 // refused; it used to be made into an empty database and "copied".
 func TestMigrateToPostgresMissingSource(t *testing.T) {
 	from := filepath.Join(t.TempDir(), "typo.db")
-	var out bytes.Buffer
-	cmd := rootCommand()
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs([]string{"migrate-to-postgres", "--from", from, "--to", testPostgres(t).NewDB(t)})
-	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "no such file") {
-		t.Fatalf("a missing source: %v\n%s", err, out.String())
+	if out, err := migrate(from, testPostgres(t).NewDB(t)); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("a missing source: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(from); !os.IsNotExist(err) {
 		t.Errorf("the missing source was created (%v)", err)

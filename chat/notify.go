@@ -267,11 +267,12 @@ func (n *notifier) fire(key pushKey) {
 		}
 	}
 	delete(n.pending, key)
-	if err == nil && len(p.sent) > 0 {
+	due := err == nil && len(p.sent) > 0 // something unread is Delay old
+	if due {
 		n.last[key] = time.Now()
 	}
 	n.mu.Unlock()
-	if err == nil && len(p.sent) > 0 {
+	if due {
 		err = n.push(ctx, key.user, p.msg, c)
 	}
 	if err != nil {

@@ -249,12 +249,16 @@ func (p *presence) refresh(ctx context.Context) {
 	users := p.local()
 	now := float64(time.Now().UnixMilli())
 	pipe := p.rdb.Pipeline()
-	for _, u := range users {
+	members := make([]any, len(users))
+	for i, u := range users {
 		pipe.ZAdd(ctx, p.key(u), redis.Z{Score: now, Member: p.node})
 		pipe.Expire(ctx, p.key(u), presenceTTL)
-		pipe.SAdd(ctx, p.usersKey(p.node), u)
+		members[i] = u
 	}
-	pipe.Expire(ctx, p.usersKey(p.node), presenceTTL)
+	if len(members) > 0 {
+		pipe.SAdd(ctx, p.usersKey(p.node), members...)
+		pipe.Expire(ctx, p.usersKey(p.node), presenceTTL)
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		p.log.Warn("presence: refresh", "err", err)
 	}
