@@ -276,7 +276,7 @@ const visibleMax = `COALESCE(max_seq, (SELECT max_seq FROM conversations WHERE i
 func (db *DB) SetRead(ctx context.Context, conv, user string, seq int64) (int64, bool, error) {
 	var read int64
 	var moved bool
-	err := db.w.exec(ctx, func(t *wtx) error {
+	err := db.w.execKeepingMembers(ctx, func(t *wtx) error {
 		moved = false
 		v, err := t.nextVersion()
 		if err != nil {
@@ -301,7 +301,7 @@ func (db *DB) SetRead(ctx context.Context, conv, user string, seq int64) (int64,
 
 // SaveAcks implements chat.ConversationStore.
 func (db *DB) SaveAcks(ctx context.Context, acks []chat.Ack) error {
-	return db.w.exec(ctx, func(t *wtx) error {
+	return db.w.execKeepingMembers(ctx, func(t *wtx) error {
 		st, err := t.stmt(`UPDATE members SET last_ack_seq = MIN(?3, ` + visibleMax + `)
 			WHERE conv_id = ?1 AND user_id = ?2 AND last_ack_seq < MIN(?3, ` + visibleMax + `)`)
 		if err != nil {

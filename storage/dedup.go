@@ -343,7 +343,7 @@ func (c *compactor) moveMem(ctx context.Context, keep int64) error {
 	}
 	var snap []memKeyed
 	var upto int64
-	if err := c.db.w.exec(ctx, func(t *wtx) error {
+	if err := c.db.w.execKeepingMembers(ctx, func(t *wtx) error {
 		// Synced first: what other processes moved has left the level
 		// and is not moved again.
 		if _, err := t.mem(); err != nil {
@@ -363,7 +363,7 @@ func (c *compactor) moveMem(ctx context.Context, keep int64) error {
 		part := snap[:min(chunk, len(snap))]
 		snap = snap[len(part):]
 		var n int64
-		if err := c.db.w.exec(ctx, func(t *wtx) error {
+		if err := c.db.w.execKeepingMembers(ctx, func(t *wtx) error {
 			m, err := t.mem()
 			if err != nil {
 				return err
@@ -379,7 +379,7 @@ func (c *compactor) moveMem(ctx context.Context, keep int64) error {
 		c.moved.Add(n)
 		c.size1.Add(n)
 	}
-	return c.db.w.exec(ctx, func(t *wtx) error {
+	return c.db.w.execKeepingMembers(ctx, func(t *wtx) error {
 		m, err := t.mem()
 		if err != nil {
 			return err
@@ -450,7 +450,7 @@ func (c *compactor) moveLevel1(ctx context.Context) error {
 	for {
 		var n int64
 		var last bool
-		err := c.db.w.exec(ctx, func(t *wtx) error {
+		err := c.db.w.execKeepingMembers(ctx, func(t *wtx) error {
 			var err error
 			n, last, at, err = moveChunk(t, from, to, at, chunk)
 			return err

@@ -207,7 +207,7 @@ func (db *DB) saveFilter(ctx context.Context) error {
 	if f == nil || db.w.filters.building.Load() != nil {
 		return nil
 	}
-	return db.w.exec(ctx, func(t *wtx) error {
+	return db.w.execKeepingMembers(ctx, func(t *wtx) error {
 		if _, err := t.mem(); err != nil {
 			return err
 		}

@@ -150,6 +150,7 @@ func (t *wtx) syncOthers() error {
 	}
 	if w := t.w; v != w.dataVersion {
 		w.live.reset()
+		w.members.reset()
 		clear(w.muts)
 		w.dataVersion = v
 	}

@@ -365,7 +365,7 @@ func updateRows(t *wtx, u rowsUpdate, args []any) error {
 // are written there first; and it may change who is a member, so
 // membership is read again for the messages after it. The search index's
 // pending writes are made first too (applyFTS).
-func (w *writer) beforeFunc(t *wtx) error {
+func (w *writer) beforeFunc(t *wtx, j *job) error {
 	if err := w.applyFTS(t); err != nil {
 		return err
 	}
@@ -385,9 +385,14 @@ func (w *writer) beforeFunc(t *wtx) error {
 		}
 		c.stored = c.max
 	}
+	if j.keepsMembers {
+		return nil
+	}
 	for _, s := range t.senders {
 		s.checked = false
 	}
+	w.members.reset()
+	t.memberReads = t.memberReads[:0]
 	return nil
 }
 

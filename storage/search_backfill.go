@@ -91,7 +91,7 @@ func (b *backfill) loop() {
 	for {
 		var pending int64
 		var n int
-		err := b.db.w.exec(ctx, func(t *wtx) error {
+		err := b.db.w.execKeepingMembers(ctx, func(t *wtx) error {
 			var err error
 			pending, n, err = t.w.backfillBatch(t, batch)
 			return err

@@ -35,6 +35,8 @@ type writer struct {
 	keys *keyCache  // text ids <-> integer keys (keys.go)
 	mem  *memLevel  // the dedup level in memory (dedup_mem.go)
 	live *liveTexts // seqs known to hold live text messages (live.go)
+	// members holds senders' member rows as committed (member_rows.go).
+	members *memberRows
 	// muts holds the conversations' mutation counts as committed, by key
 	// (muts.go).
 	muts map[int64]int64
@@ -62,7 +64,11 @@ type writer struct {
 type job struct {
 	msg chat.Message
 	fn  func(*wtx) error
-	res chan result
+	// keepsMembers is set on a function job that changes no member's
+	// visible range or role, no conversation's roster version and no key
+	// (execKeepingMembers): the writer's member rows stay valid.
+	keepsMembers bool
+	res          chan result
 	// notify, when set, is called with the outcome instead of res
 	// (notify.go).
 	notify func(chat.Message, bool, error)
@@ -100,16 +106,17 @@ func newWriter(ctx context.Context, db *sql.DB, seqs seqSource, keys *keyCache, 
 		return nil, err
 	}
 	w := &writer{
-		conn:  conn,
-		stmts: make(map[string]*wstmt),
-		seqs:  seqs,
-		keys:  keys,
-		mem:   mem,
-		live:  newLiveTexts(),
-		muts:  make(map[int64]int64),
-		ckpt:  ckpt,
-		opts:  opts,
-		queue: batch.New[*job](opts.BatchSize, opts.BatchDelay, errClosed),
+		conn:    conn,
+		stmts:   make(map[string]*wstmt),
+		seqs:    seqs,
+		keys:    keys,
+		mem:     mem,
+		live:    newLiveTexts(),
+		members: newMemberRows(),
+		muts:    make(map[int64]int64),
+		ckpt:    ckpt,
+		opts:    opts,
+		queue:   batch.New[*job](opts.BatchSize, opts.BatchDelay, errClosed),
 	}
 	w.health.Log = opts.Logger
 	mem.filters = &w.filters
@@ -149,7 +156,17 @@ func (j *job) wait(ctx context.Context) result {
 
 // exec runs fn in the writer's next transaction.
 func (w *writer) exec(ctx context.Context, fn func(*wtx) error) error {
-	j := &job{fn: fn}
+	return w.execJob(ctx, &job{fn: fn})
+}
+
+// execKeepingMembers is exec for a function that changes no member's
+// visible range or role, no conversation's roster version and no key
+// (member_rows.go): a read marker, acks, the dedup and search jobs.
+func (w *writer) execKeepingMembers(ctx context.Context, fn func(*wtx) error) error {
+	return w.execJob(ctx, &job{fn: fn, keepsMembers: true})
+}
+
+func (w *writer) execJob(ctx context.Context, j *job) error {
 	if err := w.enqueue(ctx, j); err != nil {
 		return err
 	}
@@ -257,6 +274,7 @@ func (w *writer) run(batch []*job) []*job {
 	w.keys.addAll(t.keys) // committed now
 	w.mem.commit(&t.memTx)
 	w.live.committed(t)
+	w.members.committed(t)
 	if len(w.muts) > mutsKept {
 		clear(w.muts)
 	}
@@ -406,7 +424,7 @@ func (w *writer) runRound(t *wtx, round []*job, offset int) error {
 
 // runFunc runs function job j, the i-th of the batch.
 func (w *writer) runFunc(t *wtx, j *job, i int) error {
-	if err := w.beforeFunc(t); err != nil {
+	if err := w.beforeFunc(t, j); err != nil {
 		return err
 	}
 	// A function job that fails is rolled back alone; the rest of the
@@ -480,6 +498,11 @@ func (w *writer) reserve(t *wtx, round []*job) error {
 		if s == nil || s.checked {
 			continue
 		}
+		if w.members.use(s) {
+			s.checked, s.member = true, true
+			j.conv.key = s.convKey
+			continue
+		}
 		// The row's visible range and role come with it: a mutation or a
 		// reply needs them, and a second look-up would cost as much.
 		// So does the count of member changes its messages carry.
@@ -505,6 +528,7 @@ func (w *writer) reserve(t *wtx, round []*job) error {
 			return err
 		}
 		j.conv.key = s.convKey
+		t.memberReads = append(t.memberReads, s)
 	}
 	for _, c := range convs {
 		n := c.n

@@ -51,7 +51,10 @@ type wtx struct {
 	live      liveTx                  // what the transaction does to the live set (live.go)
 	freed     []string                // file contents whose last row was deleted
 	keys      map[string]int64        // keys made or read, not yet committed (keys.go)
-	memTx     memTx                   // changes to the dedup level in memory (dedup_mem.go)
+	// memberReads are the senders whose member rows were read, for the
+	// writer's memory once the transaction commits (member_rows.go).
+	memberReads []*senderTx
+	memTx       memTx // changes to the dedup level in memory (dedup_mem.go)
 }
 
 // convTx is what one transaction did with one conversation.
