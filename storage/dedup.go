@@ -73,8 +73,16 @@ const dedupFindSQL = `SELECT ` + messageColumns + ` FROM messages WHERE conv = ?
 	AND sender = ?2 AND client_msg_id = ?7`
 
 // claimSlot takes slot h for seq; false when it is taken. The id is the
-// message row's (the caller inserts it next).
-func claimSlot(t *wtx, conv, sender, h, seq int64) (id int64, ok bool, err error) {
+// message row's (the caller inserts it next). displaced tells that h is
+// not the first slot of the client_msg_id's hash.
+func claimSlot(t *wtx, conv, sender, h, seq int64, displaced bool) (id int64, ok bool, err error) {
+	if displaced {
+		m, err := t.mem()
+		if err != nil {
+			return 0, false, err
+		}
+		m.displaced = true
+	}
 	return claimRange(t, conv, sender, h, h, seq)
 }
 
@@ -101,11 +109,19 @@ func claimRange(t *wtx, conv, sender, lo, hi, seq int64) (int64, bool, error) {
 	if err != nil {
 		return 0, false, err
 	}
+	// A key in a later slot matters only if it took that slot because
+	// its hash is lo's (claimFirst): while no key in memory sits past the
+	// first slot of its hash, a key there has a hash of its own, so is
+	// another client_msg_id, and lo alone decides.
+	last := lo
+	if m.displaced || t.w.mem.displaced {
+		last = hi
+	}
 	for h := lo; ; h++ {
 		if _, ok := m.get(t.w.mem, dedupKey{conv, sender, h}); ok {
 			return 0, false, nil
 		}
-		if h == hi {
+		if h == last {
 			break
 		}
 	}

@@ -52,11 +52,17 @@ type memLevel struct {
 	size  atomic.Int64
 	// filters learn the keys that leave the level for the files.
 	filters *filters
+	// displaced is set once the level has taken in a key in a slot other
+	// than the first of its client_msg_id's hash (a hash shared with
+	// another client_msg_id of the sender, about never); until then a
+	// claim looks up only the first slot in memory (claimRange). It stays
+	// set for the process's life: being set only costs the look-ups.
+	displaced bool
 }
 
 const (
 	memCountersSQL = `SELECT (SELECT value FROM counters WHERE name = 'dedup_mark'), (SELECT value FROM counters WHERE name = 'messages_hi')`
-	memRowsSQL     = `SELECT id, conv, sender, cmid_hash, seq FROM messages WHERE id > ? ORDER BY id`
+	memRowsSQL     = `SELECT id, conv, sender, cmid_hash, seq, client_msg_id FROM messages WHERE id > ? ORDER BY id`
 )
 
 // loadMemLevel reads the level back from the messages above the mark.
@@ -126,8 +132,12 @@ func (l *memLevel) take(rows rowScanner, hi int64) error {
 	for rows.Next() {
 		var k dedupKey
 		var e memEntry
-		if err := rows.Scan(&e.id, &k.conv, &k.sender, &k.hash, &e.seq); err != nil {
+		var cmid string
+		if err := rows.Scan(&e.id, &k.conv, &k.sender, &k.hash, &e.seq, &cmid); err != nil {
 			return err
+		}
+		if k.hash != cmidHash(cmid) {
+			l.displaced = true
 		}
 		l.keys[k] = e
 		l.order = append(l.order, memKeyed{k, e})
@@ -151,8 +161,14 @@ func (l *memLevel) raise(mark int64) {
 		}
 	}
 	if l.head > len(l.order)/2 {
-		l.order = append([]memKeyed(nil), l.order[l.head:]...)
-		l.head = 0
+		// In place: a copy sized to what is left was outgrown by the
+		// next commits at once, and growing it back cost more than the
+		// map's inserts (BENCHMARKS.md, "Session 15").
+		n := copy(l.order, l.order[l.head:])
+		l.order, l.head = l.order[:n], 0
+		if cap(l.order) > 4*n && cap(l.order) > 1<<16 {
+			l.order = append([]memKeyed(nil), l.order...)
+		}
 	}
 	// A Go map keeps its buckets when entries are deleted: after a
 	// level that outgrew its bound (a start that read back a long
@@ -199,11 +215,14 @@ func (l *memLevel) grew() {
 // (memLevel.commit).
 type memTx struct {
 	synced bool
-	hi     int64 // counters.messages_hi at the start
-	last   int64 // the last message id handed out
-	ops    map[dedupKey]memOp
-	undo   []memUndo
-	mark   int64 // the mark this transaction raises, 0 for none
+	// displaced is memLevel.displaced for the keys this transaction
+	// claimed.
+	displaced bool
+	hi        int64 // counters.messages_hi at the start
+	last      int64 // the last message id handed out
+	ops       map[dedupKey]memOp
+	undo      []memUndo
+	mark      int64 // the mark this transaction raises, 0 for none
 	// moved are entries this transaction put on file (compactor.moveMem):
 	// they leave the level when it commits.
 	moved []memKeyed
@@ -346,6 +365,7 @@ func (l *memLevel) commit(m *memTx) {
 		l.drop(it)
 	}
 	l.seen = max(l.seen, m.last)
+	l.displaced = l.displaced || m.displaced
 	l.grew()
 	l.raise(m.mark)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/imserver/imserver/chat"
+	"github.com/imserver/imserver/internal/redistest"
 )
 
 // smallLevels makes the dedup levels tiny and the job quick until the
@@ -625,5 +626,75 @@ func TestInsertKeys(t *testing.T) {
 	}
 	if want := int64(len(keys)); n != want || sum != want*(want+1)/2 {
 		t.Fatalf("dedup_1 holds %d keys with seqs summing to %d, want %d and %d", n, sum, want, want*(want+1)/2)
+	}
+}
+
+// TestDedupDisplacedKeyInMemory: while no key in the level in memory sits
+// past the first slot of its hash, a claim looks up only that first slot
+// there. A client_msg_id stored in the next slot (its hash shared with an
+// older one that retention then deleted) must still be found by its retry:
+// whether the level took it from this process's claim, from the messages
+// read back at a start (a kill left it above the mark) or from another
+// process sharing the file.
+func TestDedupDisplacedKeyInMemory(t *testing.T) {
+	old := cmidHash
+	cmidHash = func(string) int64 { return 1000 } // one hash, far from wrapping
+	t.Cleanup(func() { cmidHash = old })
+	moveMemAtClose = false
+	t.Cleanup(func() { moveMemAtClose = true })
+	ctx := context.Background()
+	for _, how := range []string{"claimed", "read back", "other process"} {
+		t.Run(how, func(t *testing.T) {
+			// Stamps: "old" at 100, everything after at 5000; retention
+			// cuts at 1000.
+			var stamp atomic.Int64
+			stamp.Store(100)
+			opts := Options{Clock: func() int64 { return stamp.Load() }}
+			path := filepath.Join(t.TempDir(), "d.db")
+			var first, second *DB
+			open := func() *DB {
+				db, err := Open(ctx, path, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				return db
+			}
+			if how == "other process" {
+				rdb := redistest.Client(t)
+				opts.Redis, opts.RedisPrefix = rdb, "displaced"
+			}
+			first = open()
+			if err := first.CreateGroup(ctx, "g", "g", "u1", nil); err != nil {
+				t.Fatal(err)
+			}
+			second = first
+			if how == "other process" {
+				second = open()
+			}
+			send := func(db *DB, cmid string) (chat.Message, bool) {
+				t.Helper()
+				m, dup, err := db.Append(ctx, chat.Message{Conv: "g", From: "u1", ClientMsgID: cmid, Kind: chat.KindText, Body: cmid})()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m, dup
+			}
+			send(first, "old")
+			stamp.Store(5000)
+			kept, _ := send(first, "kept") // the next slot: the hash is old's
+			if how == "read back" {
+				first.Close()
+				second = open()
+			}
+			// second's level holds "kept" in its second slot now, from a
+			// read back or from the other process's rows (its first use).
+			if n, err := second.DeleteBefore(ctx, time.UnixMilli(1000)); err != nil || n != 1 {
+				t.Fatalf("retention deleted %d (%v), want old alone", n, err)
+			}
+			if got, dup := send(second, "kept"); !dup || got.Seq != kept.Seq {
+				t.Fatalf("retry of kept: seq %d dup %v, want seq %d as a duplicate", got.Seq, dup, kept.Seq)
+			}
+		})
 	}
 }

@@ -182,8 +182,8 @@ func insertFull(t *wtx, j *job, m *chat.Message) (int64, error) {
 // insertSlots stores m in the first of slots that is free in the dedup
 // levels (claimSlot) and returns its id; false when every one is taken.
 func insertSlots(t *wtx, j *job, m *chat.Message, slots []int64) (int64, bool, error) {
-	for _, h := range slots {
-		id, ok, err := claimSlot(t, j.sender.convKey, j.sender.userKey, h, m.Seq)
+	for i, h := range slots {
+		id, ok, err := claimSlot(t, j.sender.convKey, j.sender.userKey, h, m.Seq, i > 0)
 		if err != nil {
 			return 0, false, err
 		}
