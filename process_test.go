@@ -135,7 +135,8 @@ func TestUserCommands(t *testing.T) {
 		t.Fatalf("user list: %v %s", err, out)
 	}
 
-	p := startServer(t, db, writeConfig(t, dir, "auth:\n  registration: closed\n"))
+	// token_idle 8s: open sockets check their tokens every 2 s.
+	p := startServer(t, db, writeConfig(t, dir, "auth:\n  registration: closed\n  token_idle: 8s\n"))
 	if code := p.do(t, "POST", "/api/v1/auth/register", "", map[string]string{"username": "eve", "password": "password123"}, nil); code != 403 {
 		t.Fatalf("register with registration closed: %d, want 403", code)
 	}
@@ -145,8 +146,25 @@ func TestUserCommands(t *testing.T) {
 	if code := p.do(t, "POST", "/api/v1/auth/login", "", map[string]string{"username": "dave", "password": "secret-pass-1"}, &login); code != 200 {
 		t.Fatalf("login with the stdin password: %d", code)
 	}
+	// dave's socket, open when the password changes in another process
+	// (no Redis, so no bus to tell the server): it is closed with 1008.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(p.base, "http")+"/api/v1/ws?token="+login.Token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
 	if out, err := run("", "user", "passwd", "dave", "--password", "another-pass-2"); err != nil {
 		t.Fatalf("passwd: %v %s", err, out)
+	}
+	for {
+		if _, _, err := ws.Read(ctx); err != nil {
+			if code := websocket.CloseStatus(err); code != websocket.StatusPolicyViolation {
+				t.Fatalf("dave's socket after passwd: %v, want a close with 1008", err)
+			}
+			break
+		}
 	}
 	if code := p.do(t, "GET", "/api/v1/me", login.Token, nil, nil); code != 401 {
 		t.Fatalf("token after passwd: %d, want 401 (revoked)", code)

@@ -224,9 +224,18 @@ func (s *Service) expired(sess Session, now time.Time) bool {
 // KeepAlive is an open socket's use of its session (tokenHash, created
 // at createdAt): recorded as a use, so that a socket's session does not
 // expire for idleness while the socket is open. False once the session is
-// past TokenMaxAge: the socket must close.
-func (s *Service) KeepAlive(tokenHash []byte, createdAt int64, now time.Time) bool {
+// past TokenMaxAge, or its token is gone: the socket must close.
+//
+// A token revoked here closes its sockets at once (logout, password,
+// disabling), and in other processes through the bus; the look-up catches
+// what no bus told: `imserver user passwd` or `user remove` run beside a
+// server without Redis, a logout the bus lost. A store that cannot answer
+// keeps the socket until the next call.
+func (s *Service) KeepAlive(ctx context.Context, tokenHash []byte, createdAt int64, now time.Time) bool {
 	if _, createdBefore := s.expiryBounds(now); createdAt < createdBefore {
+		return false
+	}
+	if _, _, err := s.store.SessionByToken(ctx, tokenHash); ErrorCode(err) == ENotFound {
 		return false
 	}
 	s.uses.record(tokenHash, now.UnixMilli(), Client{})

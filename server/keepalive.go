@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"time"
 
 	"github.com/coder/websocket"
@@ -22,9 +23,18 @@ func (s *Server) keepAliveLoop() {
 		case <-s.keepStop:
 			return
 		case now := <-t.C:
+			// Sockets of one token (tabs of one login) share its answer.
+			alive := make(map[string]bool)
 			for _, ss := range s.hub.sessions() {
-				if !s.chat.KeepAlive(ss.token, ss.created, now) {
-					ss.close(websocket.StatusPolicyViolation, "session expired; log in again")
+				ok, seen := alive[ss.tokenHash]
+				if !seen {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					ok = s.chat.KeepAlive(ctx, ss.token, ss.created, now)
+					cancel()
+					alive[ss.tokenHash] = ok
+				}
+				if !ok {
+					ss.close(websocket.StatusPolicyViolation, "session ended; log in again")
 				}
 			}
 		}
