@@ -62,6 +62,11 @@ func migrateToPostgres(ctx context.Context, from, to string, out io.Writer) erro
 	if _, err := os.Stat(from); err != nil {
 		return fmt.Errorf("--from: %w", err)
 	}
+	// What a running server stores after the copy would be missing from
+	// PostgreSQL, and the file's schema is upgraded in place below.
+	if err := storage.CheckUnused(ctx, from); err != nil {
+		return fmt.Errorf("--from %s: %w", from, err)
+	}
 	// Opening with the store brings the file to the current schema, so
 	// that both sides have the same tables (the source is upgraded in
 	// place, as a start of this version's server would).

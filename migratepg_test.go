@@ -389,3 +389,16 @@ func TestMigrateToPostgresMissingSource(t *testing.T) {
 		t.Errorf("the missing source was created (%v)", err)
 	}
 }
+
+// TestMigrateToPostgresBesideServer: a source a server has open is
+// refused (what the server stores after the copy would be missing from
+// PostgreSQL), and the server goes on serving.
+func TestMigrateToPostgresBesideServer(t *testing.T) {
+	dir := t.TempDir()
+	from := filepath.Join(dir, "live.db")
+	srv := startLogged(t, "live", from, writeConfig(t, dir, ""))
+	if out, err := migrate(from, testPostgres(t).NewDB(t)); err == nil || !strings.Contains(err.Error(), "open in another process") {
+		t.Fatalf("a source a server has open: %v\n%s", err, out)
+	}
+	registerUser(t, srv, "alice")
+}

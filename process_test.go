@@ -209,6 +209,24 @@ func TestSecondServerWithoutRedisRefused(t *testing.T) {
 	registerUser(t, first, "alice") // the first still serves
 }
 
+// TestPopulateMoreBesideServerRefused: populate --more hands out seqs from
+// the file as a server without Redis does; beside a running server both
+// would take the same ones (the server's sends failed with a UNIQUE
+// error), so it is refused and the server goes on serving.
+func TestPopulateMoreBesideServerRefused(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "pop.db")
+	if out, err := exec.Command(serverBin, "populate", "--db", db, "--users", "4", "--messages", "20", "--directs", "2", "--groups", "1", "--all-hands", "1").CombinedOutput(); err != nil {
+		t.Fatalf("populate: %v\n%s", err, out)
+	}
+	srv := startLogged(t, "pop", db, writeConfig(t, dir, ""))
+	out, err := exec.Command(serverBin, "populate", "--db", db, "--more", "--messages", "20").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "open in another process") {
+		t.Fatalf("populate --more beside a server: %v\n%s", err, out)
+	}
+	registerUser(t, srv, "alice")
+}
+
 // TestUserListEveryAccount: `imserver user list` lists every account, not
 // the API's page of 1000.
 func TestUserListEveryAccount(t *testing.T) {

@@ -589,6 +589,11 @@ func more(ctx context.Context, o Options) (Stats, error) {
 	if _, err := os.Stat(o.DB); err != nil {
 		return st, fmt.Errorf("populate --more: %w", err)
 	}
+	// Its seqs come from the file, as a server's without Redis do: beside
+	// a running server both would hand out the same ones.
+	if err := storage.CheckUnused(ctx, o.DB); err != nil {
+		return st, fmt.Errorf("populate --more: %s: %w", o.DB, err)
+	}
 	if o.Synchronous == "NORMAL" && !o.syncSet {
 		o.Synchronous = "FULL"
 	}
