@@ -85,8 +85,18 @@ func (s *Service) Contacts(ctx context.Context, user string) ([]string, error) {
 }
 
 // Presence tells user's contacts that it came online or went offline.
+// "Offline" also goes to the members of conversations user has left or
+// was removed from since: they were told it was online (a deleted
+// account's direct conversations stay in its contacts' lists), and
+// would show it online until they reconnect.
 func (s *Service) Presence(ctx context.Context, user string, online bool) error {
-	to, err := s.store.Contacts(ctx, user, "")
+	var to []string
+	var err error
+	if online {
+		to, err = s.store.Contacts(ctx, user, "")
+	} else {
+		to, err = s.store.ContactsEver(ctx, user)
+	}
 	if err != nil || len(to) == 0 {
 		return err
 	}

@@ -113,6 +113,10 @@ type ConversationStore interface {
 	// member of (not user itself), leaving out conversation except ("" for
 	// none): who knew user before it came to share except with them.
 	Contacts(ctx context.Context, user, except string) ([]string, error)
+	// ContactsEver lists the current members of every conversation user
+	// is or was a member of (not user itself): whoever may have been told
+	// user was online, even if user has left (or been removed) since.
+	ContactsEver(ctx context.Context, user string) ([]string, error)
 }
 
 // MessageStore holds messages.

@@ -217,3 +217,27 @@ func (ts *testServer) waitPresenceSettled(t *testing.T, user string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestPresenceAfterLeavingAndRemoval: people who were told a user is
+// online hear when it goes offline, even after it left their only shared
+// group or its account was removed (its direct conversations stay in
+// their lists); otherwise they would show it online until they reconnect.
+func TestPresenceAfterLeavingAndRemoval(t *testing.T) {
+	const grace = 200 * time.Millisecond
+	ts := newServer(t, func(c *testConfig) { c.server.PresenceGrace = grace })
+	alice, bob, carol := ts.register(t, "alice"), ts.register(t, "bob"), ts.register(t, "carol")
+	alice.direct(t, bob)
+	g := alice.group(t, "team", carol)
+	wb, wc := bob.dial(t, "bob"), carol.dial(t, "carol")
+	wa := alice.dial(t, "alice")
+	wb.next(t, "alice online", presenceOf(alice.ID(), true))
+	wc.next(t, "alice online", presenceOf(alice.ID(), true))
+
+	ts.do(t, "POST", "/api/v1/conversations/"+g.ID+"/leave", alice.Token, nil).want(t, http.StatusNoContent)
+	if err := ts.svc.RemoveUser(t.Context(), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	wa.conn.CloseNow()
+	wb.next(t, "removed alice offline", presenceOf(alice.ID(), false))
+	wc.next(t, "alice, who left, offline", presenceOf(alice.ID(), false))
+}

@@ -486,9 +486,20 @@ func maxVersion(ctx context.Context, q queryRower, user string) (int64, error) {
 
 // Contacts implements chat.ConversationStore.
 func (db *DB) Contacts(ctx context.Context, user, except string) ([]string, error) {
-	rows, err := db.readers.QueryContext(ctx, `SELECT DISTINCT o.user_id FROM members m
+	return db.contacts(ctx, `SELECT DISTINCT o.user_id FROM members m
 		JOIN members o ON o.conv_id = m.conv_id AND o.max_seq IS NULL AND o.user_id <> m.user_id
 		WHERE m.user_id = ? AND m.max_seq IS NULL AND m.conv_id <> ?`, user, except)
+}
+
+// ContactsEver implements chat.ConversationStore.
+func (db *DB) ContactsEver(ctx context.Context, user string) ([]string, error) {
+	return db.contacts(ctx, `SELECT DISTINCT o.user_id FROM members m
+		JOIN members o ON o.conv_id = m.conv_id AND o.max_seq IS NULL AND o.user_id <> m.user_id
+		WHERE m.user_id = ?`, user)
+}
+
+func (db *DB) contacts(ctx context.Context, q string, args ...any) ([]string, error) {
+	rows, err := db.readers.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
