@@ -86,9 +86,9 @@ func (s *Service) Contacts(ctx context.Context, user string) ([]string, error) {
 
 // Presence tells user's contacts that it came online or went offline.
 // "Offline" also goes to the members of conversations user has left or
-// was removed from since: they were told it was online (a deleted
-// account's direct conversations stay in its contacts' lists), and
-// would show it online until they reconnect.
+// was removed from: they may have been told it was online (a deleted
+// account's direct conversations stay in its contacts' lists), and would
+// show it online until they reconnect.
 func (s *Service) Presence(ctx context.Context, user string, online bool) error {
 	var to []string
 	var err error
