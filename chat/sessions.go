@@ -235,11 +235,10 @@ func (s *Service) KeepAlive(ctx context.Context, tokenHash []byte, createdAt int
 	if _, createdBefore := s.expiryBounds(now); createdAt < createdBefore {
 		return false
 	}
-	if _, _, err := s.store.SessionByToken(ctx, tokenHash); ErrorCode(err) == ENotFound {
-		return false
-	}
-	s.uses.record(tokenHash, now.UnixMilli(), Client{})
-	return true
+	// TokenValid records the use; the socket's last one is at most
+	// KeepAliveEvery old, so idleness never ends it.
+	ok, err := s.TokenValid(ctx, tokenHash)
+	return ok || err != nil
 }
 
 // KeepAliveEvery is how often open sockets call KeepAlive: well within

@@ -25,7 +25,11 @@ type memberRows struct {
 	rows map[[2]string]memberRow // by (conversation, user)
 }
 
-// memberRow is what a sender's check reads of its member row.
+// memberRow is what a sender's check reads of its member row: where its
+// visible range starts (mutations and replies may not reach before it),
+// its role (who may delete others' messages), the conversation's count of
+// member changes then (chat.Message.RosterV), and the integer keys of the
+// conversation and the user.
 type memberRow struct {
 	minSeq           int64
 	role             string
@@ -47,7 +51,7 @@ func (m *memberRows) committed(t *wtx) {
 		m.reset()
 	}
 	for _, s := range t.memberReads {
-		m.rows[[2]string{s.conv, s.user}] = memberRow{s.minSeq, s.role, s.rosterV, s.convKey, s.userKey}
+		m.rows[[2]string{s.conv, s.user}] = s.memberRow
 	}
 }
 
@@ -57,6 +61,6 @@ func (m *memberRows) use(s *senderTx) bool {
 	if !ok {
 		return false
 	}
-	s.minSeq, s.role, s.rosterV, s.convKey, s.userKey = r.minSeq, r.role, r.rosterV, r.convKey, r.userKey
+	s.memberRow = r
 	return true
 }

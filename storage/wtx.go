@@ -73,19 +73,13 @@ type convTx struct {
 
 // senderTx is one (conversation, sender) pair of a transaction.
 type senderTx struct {
-	conv, user       string
-	convKey, userKey int64 // integer keys, set when membership is read
-	checked          bool  // membership was read in this transaction
-	member           bool  // may send
-	max              int64 // largest seq appended, 0 for none
-	// The sender's member row, read with membership: where its visible
-	// range starts (mutations and replies may not reach before it) and
-	// its role (who may delete others' messages).
-	minSeq int64
-	role   string
-	// rosterV is the conversation's count of member changes then
-	// (chat.Message.RosterV).
-	rosterV int64
+	conv, user string
+	checked    bool  // membership was read in this transaction
+	member     bool  // may send
+	max        int64 // largest seq appended, 0 for none
+	// memberRow is set when membership is read (or remembered,
+	// member_rows.go).
+	memberRow
 }
 
 // nextVersion hands out the next value of the global version counter.
