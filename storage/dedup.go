@@ -76,14 +76,7 @@ const dedupFindSQL = `SELECT ` + messageColumns + ` FROM messages WHERE conv = ?
 // message row's (the caller inserts it next). displaced tells that h is
 // not the first slot of the client_msg_id's hash.
 func claimSlot(t *wtx, conv, sender, h, seq int64, displaced bool) (id int64, ok bool, err error) {
-	if displaced {
-		m, err := t.mem()
-		if err != nil {
-			return 0, false, err
-		}
-		m.displaced = true
-	}
-	return claimRange(t, conv, sender, h, h, seq)
+	return claimRange(t, conv, sender, h, h, seq, displaced)
 }
 
 // claimFirst takes the first slot of cmid's hash for seq when every slot
@@ -98,13 +91,15 @@ func claimFirst(t *wtx, conv, sender int64, cmid string, seq int64) (h, id int64
 	if hi < h {
 		return h, 0, false, nil // the slots wrap past the largest int64: the slow path
 	}
-	id, ok, err = claimRange(t, conv, sender, h, hi, seq)
+	id, ok, err = claimRange(t, conv, sender, h, hi, seq, false)
 	return h, id, ok, err
 }
 
 // claimRange takes slot lo for seq when every slot from lo to hi is free
 // in every level, and returns the id of the message row to insert.
-func claimRange(t *wtx, conv, sender, lo, hi, seq int64) (int64, bool, error) {
+// displaced tells that lo is not the first slot of the client_msg_id's
+// hash (memLevel.displaced).
+func claimRange(t *wtx, conv, sender, lo, hi, seq int64, displaced bool) (int64, bool, error) {
 	m, err := t.mem()
 	if err != nil {
 		return 0, false, err
@@ -139,6 +134,7 @@ func claimRange(t *wtx, conv, sender, lo, hi, seq int64) (int64, bool, error) {
 	}
 	id := m.nextID()
 	m.put(dedupKey{conv, sender, lo}, seq, id)
+	m.displaced = m.displaced || displaced
 	return id, true, nil
 }
 
