@@ -26,7 +26,7 @@ func inviteCommand() *cobra.Command {
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withService(cmd, configPath, db, func(ctx context.Context, cfg Config, svc *chat.Service) error {
-				inv, err := svc.CreateInvite(ctx, chat.User{ID: "cli"}, chat.InviteRequest{
+				inv, err := svc.CreateInvite(ctx, chat.User{ID: chat.CLIInviter}, chat.InviteRequest{
 					MaxUses: maxUses, ExpiresInMS: expires.Milliseconds()}, true)
 				if err != nil {
 					return err

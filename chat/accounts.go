@@ -106,11 +106,21 @@ var ErrBadInvite = &Error{Code: EForbidden, Message: "this invite is invalid, ex
 
 // RegisterWithInvite creates an account and logs it in. In invite mode
 // invite is required; in open mode a given invite is used (and must be
-// good); closed refuses everyone.
+// good); closed takes only an invite an admin (or the command line) made.
 func (s *Service) RegisterWithInvite(ctx context.Context, username, password, displayName, invite string) (User, string, error) {
 	switch s.cfg.Registration {
 	case RegisterClosed:
-		return User{}, "", Errorf(EForbidden, "registration is closed")
+		if invite == "" {
+			return User{}, "", Errorf(EForbidden, "registration is closed: it needs an invite from an admin")
+		}
+		if len(invite) > 256 {
+			return User{}, "", ErrBadInvite
+		}
+		if ok, err := s.adminInvite(ctx, invite); err != nil {
+			return User{}, "", err
+		} else if !ok {
+			return User{}, "", ErrBadInvite
+		}
 	case RegisterInvite:
 		if invite == "" {
 			return User{}, "", Errorf(EForbidden, "registration needs an invite")

@@ -88,25 +88,44 @@ func InviteID(code string) string { return hex.EncodeToString(inviteHash(code))[
 // Registration returns the registration mode in force.
 func (s *Service) Registration() string { return s.cfg.Registration }
 
-// MayInvite reports whether u may make invites: admins, and in invite mode
-// everyone.
+// MayInvite reports whether u may make invites: admins (whatever the
+// mode: PROTOCOL.md names no exception), and in invite mode everyone.
 func (s *Service) MayInvite(u User) bool {
-	switch s.cfg.Registration {
-	case RegisterClosed:
-		return false
-	case RegisterInvite:
-		return true
+	return s.cfg.Registration == RegisterInvite || s.IsAdmin(u)
+}
+
+// CLIInviter is the creator of the invites `imserver invite create` makes.
+const CLIInviter = "cli"
+
+// adminInvite reports whether the invite with code was made by an admin or
+// the command line: in closed mode no other invite opens registration
+// (one made by a member while the mode was invite, say).
+func (s *Service) adminInvite(ctx context.Context, code string) (bool, error) {
+	all, err := s.store.Invites(ctx, "")
+	if err != nil {
+		return false, err
 	}
-	return s.IsAdmin(u)
+	id := InviteID(code)
+	for _, inv := range all {
+		if inv.ID != id {
+			continue
+		}
+		if inv.CreatedBy == CLIInviter {
+			return true, nil
+		}
+		u, err := s.store.UserByID(ctx, inv.CreatedBy)
+		if ErrorCode(err) == ENotFound {
+			return false, nil
+		}
+		return err == nil && s.IsAdmin(u), err
+	}
+	return false, nil
 }
 
 // CreateInvite makes an invite by me (a zero User with an ID is how the
 // command line makes one for the first admin: it bypasses MayInvite).
 func (s *Service) CreateInvite(ctx context.Context, me User, req InviteRequest, cli bool) (Invite, error) {
 	if !cli && !s.MayInvite(me) {
-		if s.cfg.Registration == RegisterClosed {
-			return Invite{}, Errorf(EForbidden, "registration is closed")
-		}
 		return Invite{}, Errorf(EForbidden, "only admins may invite")
 	}
 	if req.MaxUses < 0 || req.MaxUses > maxInviteUses {

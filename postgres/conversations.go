@@ -86,7 +86,7 @@ func (db *DB) AddMembers(ctx context.Context, conv string, users []string) ([]st
 			tag, err := t.Exec(`INSERT INTO members (conv_id, user_id, role, min_seq, last_ack_seq, read_seq, version, joined_at)
 				VALUES ($1, $2, 'member', $3::bigint, $3::bigint - 1, $3::bigint - 1, $4, $5)
 				ON CONFLICT (conv_id, user_id) DO UPDATE SET role = 'member', min_seq = $3::bigint, max_seq = NULL,
-					last_ack_seq = $3::bigint - 1, read_seq = $3::bigint - 1, version = $4, joined_at = $5
+					last_ack_seq = $3::bigint - 1, read_seq = $3::bigint - 1, own_unread = 0, version = $4, joined_at = $5
 				WHERE members.max_seq IS NOT NULL`, conv, u, maxSeq+1, v, nowMS())
 			if err != nil {
 				return err
@@ -252,11 +252,12 @@ func (db *DB) ClearHistory(ctx context.Context, conv, user string) error {
 			min_seq = `+visibleMax+` + 1,
 			read_seq = GREATEST(read_seq, `+visibleMax+`),
 			last_ack_seq = GREATEST(last_ack_seq, `+visibleMax+`),
-			version = $2
+			own_unread = 0, version = $2
 			WHERE conv_id = $1 AND user_id = $3`, conv, v, user)
 		if err != nil {
 			return err
 		}
+		t.ownCounted(conv, user)
 		if tag.RowsAffected() == 0 {
 			return chat.Errorf(chat.ENotMember, "not a member of this conversation")
 		}
@@ -271,10 +272,16 @@ func (db *DB) SetRead(ctx context.Context, conv, user string, seq int64) (int64,
 	err := db.w.exec(ctx, func(t *wtx) error {
 		moved = false
 		v, _ := t.nextVersion()
-		err := t.QueryRow(`UPDATE members SET read_seq = LEAST($3::bigint, `+visibleMax+`), version = $4
+		// The member's own texts past the new marker are counted from the
+		// rows, those of this transaction included.
+		err := t.QueryRow(`UPDATE members SET read_seq = LEAST($3::bigint, `+visibleMax+`), version = $4,
+			own_unread = (SELECT COUNT(*) FROM messages WHERE conv_id = $1
+				AND seq > GREATEST(LEAST($3::bigint, `+visibleMax+`), min_seq - 1) AND seq <= `+visibleMax+`
+				AND sender_id = $2 AND kind = 'text' AND deleted IS NOT TRUE)
 			WHERE conv_id = $1 AND user_id = $2 AND read_seq < LEAST($3::bigint, `+visibleMax+`) RETURNING read_seq`, conv, user, seq, v).Scan(&read)
 		if err == nil {
 			moved = true
+			t.ownCounted(conv, user)
 			return nil
 		} else if !errors.Is(err, pgx.ErrNoRows) {
 			return err
@@ -362,7 +369,7 @@ func (db *DB) Roster(ctx context.Context, conv string) (chat.Roster, error) {
 // the member row's, or the conversation's while the user is a member; $1 is
 // the user. It is a subquery so that callers can filter on v. Unread
 // counts the seqs past the read marker but the uncounted ones (mutations,
-// deleted messages: few); last_message is the newest text message still
+// deleted messages: few) and the user's own texts (own_unread); last_message is the newest text message still
 // there; mentioned counts the unread ones that mention the user.
 const entrySelect = `SELECT * FROM (SELECT c.id AS cid, c.kind AS ckind, c.name AS cname, c.members_count, m.role, m.min_seq, m.max_seq AS left_seq,
 	COALESCE(m.max_seq, c.max_seq) AS hi, m.last_ack_seq, m.read_seq,
@@ -371,7 +378,7 @@ const entrySelect = `SELECT * FROM (SELECT c.id AS cid, c.kind AS ckind, c.name 
 	lm.seq AS lseq, lm.sender_id AS lfrom, lm.client_msg_id AS lcmid, lm.kind AS lkind, lm.body AS lbody, lm.ts AS lts,
 	lm.reply_to AS lreply, lm.mentions AS lmentions, lm.edited_at AS ledited,
 	(SELECT COUNT(*) FROM uncounted un WHERE un.conv_id = c.id
-		AND un.seq > GREATEST(m.read_seq, m.min_seq - 1) AND un.seq <= COALESCE(m.max_seq, c.max_seq)) AS uncounted,
+		AND un.seq > GREATEST(m.read_seq, m.min_seq - 1) AND un.seq <= COALESCE(m.max_seq, c.max_seq)) + m.own_unread AS uncounted,
 	(SELECT COUNT(*) FROM mentions mn WHERE mn.user_id = m.user_id AND mn.conv_id = c.id
 		AND mn.seq > GREATEST(m.read_seq, m.min_seq - 1) AND mn.seq <= COALESCE(m.max_seq, c.max_seq)) AS mentioned,
 	m.muted_until

@@ -151,7 +151,9 @@ func (w *writer) appendRun(t *wtx, run []*job) error {
 			t.touched = append(t.touched, c)
 		}
 		c.max = m.Seq
-		t.senders[[2]string{m.Conv, m.From}].max = m.Seq
+		if m.Kind == chat.KindText {
+			t.senders[[2]string{m.Conv, m.From}].own++
+		}
 		m.RosterV = c.rosterV
 		t.committed = append(t.committed, m)
 		m.Origin = ""
@@ -271,8 +273,8 @@ func (w *writer) earlier(t *wtx, run []*job) map[msgKey]chat.Message {
 }
 
 // finishMessages moves each conversation's max_seq and version once per
-// batch, and the senders' own markers: whoever sends has read what came
-// before.
+// batch, and counts the senders' texts in their own_unread (unread counts
+// the text messages of others: a send moves no read marker).
 //
 // With lockLast the versions are taken from the counter by a statement
 // queued before the markers: from then on the batch holds the counter and
@@ -305,14 +307,17 @@ func (w *writer) finishMessages(t *wtx) error {
 			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, m, v) WHERE c.id = u.id`, ids, maxes, versions)
 	}
 	var convs, users []string
-	var seqs []int64
+	var owns []int64
 	for _, s := range t.senders {
-		if s.max != 0 {
-			convs, users, seqs = append(convs, s.conv), append(users, s.user), append(seqs, s.max)
+		if s.own != 0 {
+			convs, users, owns = append(convs, s.conv), append(users, s.user), append(owns, s.own)
+			s.own = 0
 		}
 	}
-	t.queue(`UPDATE members m SET read_seq = GREATEST(m.read_seq, u.s), last_ack_seq = GREATEST(m.last_ack_seq, u.s)
-		FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(c, usr, s) WHERE m.conv_id = u.c AND m.user_id = u.usr`, convs, users, seqs)
+	if len(convs) > 0 {
+		t.queue(`UPDATE members m SET own_unread = m.own_unread + u.n
+			FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(c, usr, n) WHERE m.conv_id = u.c AND m.user_id = u.usr`, convs, users, owns)
+	}
 	return nil
 }
 

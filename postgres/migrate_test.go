@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/imserver/imserver/chat"
@@ -114,3 +115,80 @@ func TestMigrateTeamworkFromV3(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestMigrateOwnAndRunsFromV6: a database of schema 6, whose sends moved
+// the sender's read marker and whose reactions have no run, keeps its
+// counts and its reactions' order through migration 0007, and follows the
+// new rules after it (storage's TestOwnAndRunsMigration, on PostgreSQL).
+func TestMigrateOwnAndRunsFromV6(t *testing.T) {
+	ctx := context.Background()
+	url := pg.NewDB(t)
+	db := openTest(t, url, Options{})
+	if err := db.CreateGroup(ctx, "g", "g", "u", []string{"v", "w"}); err != nil {
+		t.Fatal(err)
+	}
+	send := func(m chat.Message) int64 {
+		t.Helper()
+		m.Conv = "g"
+		got, _, err := db.Append(ctx, m)()
+		if err != nil {
+			t.Fatalf("%s: %v", m.ClientMsgID, err)
+		}
+		return got.Seq
+	}
+	text := func(from, id string) chat.Message {
+		return chat.Message{From: from, ClientMsgID: id, Kind: chat.KindText, Body: "text " + id}
+	}
+	react := func(from, id, emoji string, on bool) chat.Message {
+		return chat.Message{From: from, ClientMsgID: id, Kind: chat.KindReaction, Target: 1, Emoji: emoji, On: &on}
+	}
+	send(text("u", "t1"))
+	send(react("v", "r1", "+1", true))
+	send(react("w", "r2", "tada", true))
+	send(react("w", "r3", "+1", true))
+	send(text("v", "t5"))
+	for _, q := range []string{
+		`ALTER TABLE reactions DROP COLUMN run`,
+		`ALTER TABLE members DROP COLUMN own_unread`,
+		`UPDATE members SET read_seq = 1, last_ack_seq = 1 WHERE user_id = 'u'`,
+		`UPDATE members SET read_seq = 5, last_ack_seq = 5 WHERE user_id = 'v'`,
+		`UPDATE members SET read_seq = 4, last_ack_seq = 4 WHERE user_id = 'w'`,
+		`DELETE FROM schema_migrations WHERE version = 7`,
+	} {
+		if _, err := db.pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	db = openTest(t, url, Options{})
+	order := func(step string, want ...string) {
+		t.Helper()
+		p, err := db.Messages(ctx, "g", "u", chat.PageQuery{Limit: 1})
+		if err != nil || len(p.Messages) != 1 {
+			t.Fatalf("%s: %v", step, err)
+		}
+		var got []string
+		for _, r := range p.Messages[0].Reactions {
+			got = append(got, r.Emoji+":"+strings.Join(r.Users, ","))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", step, got, want)
+		}
+	}
+	unread := func(step string, want map[string]int64) {
+		t.Helper()
+		for user, n := range want {
+			c, err := db.Conversation(ctx, "g", user)
+			if err != nil || c.Unread != n {
+				t.Errorf("%s: %s's unread %d (%v), want %d", step, user, c.Unread, err, n)
+			}
+		}
+	}
+	order("migrated", "+1:v,w", "tada:w")
+	unread("migrated", map[string]int64{"u": 1, "v": 0, "w": 1})
+	send(react("v", "r6", "+1", false))
+	order("the first +1 taken back after the migration", "+1:w", "tada:w")
+	send(text("u", "t8"))
+	send(text("v", "t9"))
+	unread("after new sends", map[string]int64{"u": 2, "v": 1, "w": 3})
+}

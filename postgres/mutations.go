@@ -31,11 +31,12 @@ func isV11(j *job) bool { return j.fn == nil && needsV11(j.msg) }
 const messageColumns = `m.seq, m.sender_id, m.client_msg_id, m.kind, m.body, m.ts, m.target, m.emoji, m.reaction_on, m.reply_to, m.mentions, m.edited_at, m.deleted`
 
 // pageColumns are messageColumns with the message's reactions, emoji and
-// users in the order of their reaction messages (index look-ups of each
+// users in the order of their entry's first use (run) and then of their
+// reaction messages (index look-ups of each
 // row), and whether it has attachments: a page is one statement.
 const pageColumns = messageColumns + `,
-	(SELECT array_agg(r.emoji ORDER BY r.seq) FROM reactions r WHERE r.conv_id = m.conv_id AND r.target = m.seq),
-	(SELECT array_agg(r.user_id ORDER BY r.seq) FROM reactions r WHERE r.conv_id = m.conv_id AND r.target = m.seq),
+	(SELECT array_agg(r.emoji ORDER BY r.run, r.seq) FROM reactions r WHERE r.conv_id = m.conv_id AND r.target = m.seq),
+	(SELECT array_agg(r.user_id ORDER BY r.run, r.seq) FROM reactions r WHERE r.conv_id = m.conv_id AND r.target = m.seq),
 	EXISTS (SELECT 1 FROM message_files mf WHERE mf.conv_id = m.conv_id AND mf.seq = m.seq)`
 
 // scanPageRow reads a row of pageColumns.
@@ -212,7 +213,9 @@ func (w *writer) appendV11(t *wtx, j *job) error {
 		t.touched = append(t.touched, c)
 	}
 	c.max = m.Seq
-	s.max = m.Seq
+	if m.Kind == chat.KindText {
+		s.own++
+	}
 	m.RosterV = c.rosterV
 	t.committed = append(t.committed, m)
 	m.Origin = ""
@@ -324,7 +327,10 @@ func (w *writer) applyV11(t *wtx, m *chat.Message, tg target) error {
 		return w.applyDelete(t, m, tg)
 	case chat.KindReaction:
 		if *m.On {
-			t.queue(`INSERT INTO reactions (conv_id, target, emoji, user_id, seq) VALUES ($1, $2, $3, $4, $5)`, m.Conv, m.Target, m.Emoji, m.From, m.Seq)
+			// An entry that is there keeps its place (run, migration 0007).
+			t.queue(`INSERT INTO reactions (conv_id, target, emoji, user_id, seq, run) VALUES ($1, $2, $3, $4, $5::bigint,
+				COALESCE((SELECT MIN(run) FROM reactions WHERE conv_id = $1 AND target = $2 AND emoji = $3), $5::bigint))`,
+				m.Conv, m.Target, m.Emoji, m.From, m.Seq)
 		} else {
 			t.queue(`DELETE FROM reactions WHERE conv_id = $1 AND target = $2 AND emoji = $3 AND user_id = $4`, m.Conv, m.Target, m.Emoji, m.From)
 		}
@@ -346,6 +352,11 @@ func (w *writer) applyDelete(t *wtx, m *chat.Message, tg target) error {
 	t.queue(`DELETE FROM reactions WHERE conv_id = $1 AND target = $2`, m.Conv, m.Target)
 	dropMentions(t, m.Conv, m.Target, tg.mentions)
 	uncount(t, m.Conv, m.Target)
+	// Its sender counted it among its own texts past its read marker;
+	// uncounted now subtracts it for everyone. A text of this transaction
+	// is counted at its end (finishMessages) and is past any marker.
+	t.queue(`UPDATE members SET own_unread = own_unread - 1 WHERE conv_id = $1 AND user_id = $2
+		AND $3::bigint > GREATEST(read_seq, min_seq - 1) AND (max_seq IS NULL OR $3::bigint <= max_seq)`, m.Conv, tg.from, m.Target)
 	return eraseAttachments(t, m.Conv, m.Target)
 }
 
@@ -406,7 +417,7 @@ func foldReactions(rows pgx.Rows, msgs []chat.Message) error {
 
 // reactionsQuery reads the reactions of a range of conv's seqs ($1 conv,
 // $2 and $3 the range), in the order foldReactions needs.
-const reactionsQuery = `SELECT target, emoji, user_id FROM reactions WHERE conv_id = $1 AND target BETWEEN $2 AND $3 ORDER BY target, seq`
+const reactionsQuery = `SELECT target, emoji, user_id FROM reactions WHERE conv_id = $1 AND target BETWEEN $2 AND $3 ORDER BY target, run, seq`
 
 // addReaction adds user to emoji's reaction, rows coming in the order of
 // their reaction messages: emoji thus stay in order of first use.

@@ -52,7 +52,18 @@ type senderTx struct {
 	conv, user string
 	checked    bool
 	member     bool
-	max        int64
+	// own counts the sender's texts not yet added to its own_unread
+	// (finishMessages); SetRead and ClearHistory zero it (ownCounted).
+	own int64
+}
+
+// ownCounted forgets the texts of user in conv not yet added to its
+// own_unread: a statement has just set own_unread from the rows, which
+// this transaction's include.
+func (t *wtx) ownCounted(conv, user string) {
+	if s := t.senders[[2]string{conv, user}]; s != nil {
+		s.own = 0
+	}
 }
 
 // nextVersion hands out the next version. The counter row is locked since

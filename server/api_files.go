@@ -81,9 +81,11 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 }
 
 // fileOf returns the file a GET names, if the caller may have it: through
-// a valid signed link (exp, sig) or the Authorization header of a user who
-// uploaded it or can see a message attaching it. Everyone else gets 404:
-// existence is not revealed.
+// the Authorization header of a user who uploaded it or can see a message
+// attaching it, or else a valid signed link (exp, sig). A link stands in
+// for the header, so a header, when there is one, decides. Users without
+// access get 404 (existence is not revealed); a link that is altered or
+// expired, like a bad token, 401.
 func (s *Server) fileOf(w http.ResponseWriter, r *http.Request, thumb bool) (chat.FileRecord, bool) {
 	f := s.cfg.Files
 	if f == nil {
@@ -94,15 +96,15 @@ func (s *Server) fileOf(w http.ResponseWriter, r *http.Request, thumb bool) (cha
 	q := r.URL.Query()
 	var rec chat.FileRecord
 	var err error
-	if q.Has("sig") {
+	if tok := bearer(r, false); tok == "" && q.Has("sig") {
 		if !f.links.Verify(id, thumb, q.Get("exp"), q.Get("sig")) {
-			s.writeError(w, r, chat.Errorf(chat.EForbidden, "the link is invalid or has expired: pull the message again for a fresh one"))
+			s.writeError(w, r, chat.Errorf(chat.EUnauthorized, "the link is invalid or has expired: pull the message again for a fresh one"))
 			return rec, false
 		}
 		rec, err = f.meta.FileByID(r.Context(), id)
 	} else {
 		var u chat.User
-		if u, err = s.chat.Authenticate(r.Context(), bearer(r, false)); err == nil {
+		if u, err = s.chat.Authenticate(r.Context(), tok); err == nil {
 			rec, err = f.meta.FileFor(r.Context(), id, u.ID)
 		}
 	}

@@ -30,13 +30,15 @@ func serveRanged(w http.ResponseWriter, r *http.Request, size int64, serve func(
 			return
 		}
 	}
-	serve(&rangeWriter{ResponseWriter: w}, r)
+	serve(&rangeWriter{ResponseWriter: w, size: size}, r)
 }
 
 // rangeWriter turns ServeContent's 416 (plain text) into the protocol's
-// error object.
+// error object, with the file's size in Content-Range, which ServeContent
+// sets only for a range past the end, not for one it cannot parse.
 type rangeWriter struct {
 	http.ResponseWriter
+	size    int64
 	refused bool
 }
 
@@ -46,6 +48,7 @@ func (w *rangeWriter) WriteHeader(code int) {
 		return
 	}
 	w.refused = true
+	w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(w.size, 10))
 	writeRangeRefusal(w.ResponseWriter, "the range lies outside the file (its size is in Content-Range)")
 }
 

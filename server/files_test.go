@@ -106,12 +106,28 @@ func TestFileAttachAndServe(t *testing.T) {
 		t.Fatalf("thumbnail: %v %+v", err, cfg)
 	}
 	// The thumbnail's link does not open the file, nor another file's.
-	ts.fetch(t, strings.Replace(link.ThumbURL, "/thumb?", "?", 1), "").wantError(t, http.StatusForbidden, "forbidden")
+	// A link that does not open what it names is a bad credential: 401.
+	ts.fetch(t, strings.Replace(link.ThumbURL, "/thumb?", "?", 1), "").wantError(t, http.StatusUnauthorized, "unauthorized")
 	other := alice.uploadFile(t, "other.png", "image/png", pngImage(t, 10, 10))
-	ts.fetch(t, strings.Replace(link.URL, f.ID, other.ID, 1), "").wantError(t, http.StatusForbidden, "forbidden")
-	ts.fetch(t, strings.Replace(link.URL, "sig=", "sig=x", 1), "").wantError(t, http.StatusForbidden, "forbidden")
+	ts.fetch(t, strings.Replace(link.URL, f.ID, other.ID, 1), "").wantError(t, http.StatusUnauthorized, "unauthorized")
+	bad := strings.Replace(link.URL, "sig=", "sig=x", 1)
+	ts.fetch(t, bad, "").wantError(t, http.StatusUnauthorized, "unauthorized")
 	expired := strings.Replace(link.URL, "exp=", "exp=1", 1)
-	ts.fetch(t, expired, "").wantError(t, http.StatusForbidden, "forbidden")
+	ts.fetch(t, expired, "").wantError(t, http.StatusUnauthorized, "unauthorized")
+	// With a header, the header decides: the link is not looked at.
+	if got := ts.fetch(t, bad, bob.Token); got.Status != http.StatusOK || !bytes.Equal(got.Body, img) {
+		t.Fatalf("a bad link beside bob's header: %d", got.Status)
+	}
+	ts.fetch(t, link.URL, eve.Token).wantError(t, http.StatusNotFound, "not_found")
+	// A Range that cannot be parsed, like one past the end, is refused
+	// with the size in Content-Range.
+	for _, rng := range []string{"bytes=30-10", "bytes=abc", fmt.Sprintf("bytes=%d-", len(img))} {
+		got := ts.fetch(t, "/api/v1/files/"+f.ID, bob.Token, "Range", rng)
+		got.wantError(t, http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable")
+		if cr := got.Header.Get("Content-Range"); cr != fmt.Sprintf("bytes */%d", len(img)) {
+			t.Errorf("Range %s: Content-Range %q, want bytes */%d", rng, cr, len(img))
+		}
+	}
 }
 
 // TestFileVisibleRange: attachments follow the conversation's visible

@@ -172,14 +172,19 @@ func TestInviteRules(t *testing.T) {
 		ts.registerWith(t, "ben", "nonsense").wantError(t, http.StatusForbidden, "forbidden")
 		ts.registerWith(t, "ben", inv.Code).want(t, http.StatusCreated)
 	})
-	t.Run("closed mode: nobody registers or invites", func(t *testing.T) {
+	t.Run("closed mode: only an admin's invite opens registration", func(t *testing.T) {
 		ts := newServer(t, func(c *testConfig) {
 			c.chat.Registration = chat.RegisterClosed
 			c.chat.Admins = []string{"root"}
 		})
 		root := ts.addUser(t, "root")
-		root.post(t, "/api/v1/invites", map[string]any{}).wantError(t, http.StatusForbidden, "forbidden")
+		ann := ts.addUser(t, "ann")
+		ann.post(t, "/api/v1/invites", map[string]any{}).wantError(t, http.StatusForbidden, "forbidden")
 		ts.registerWith(t, "ben", "").wantError(t, http.StatusForbidden, "forbidden")
+		ts.registerWith(t, "ben", "nonsense").wantError(t, http.StatusForbidden, "forbidden")
+		inv := root.createInvite(t, map[string]any{"max_uses": 1})
+		ts.registerWith(t, "ben", inv.Code).want(t, http.StatusCreated)
+		ts.registerWith(t, "cy", inv.Code).wantError(t, http.StatusForbidden, "forbidden")
 	})
 	t.Run("open invites per user are bounded", func(t *testing.T) {
 		ts := newServer(t, inviteMode("root"))

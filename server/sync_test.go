@@ -117,8 +117,9 @@ func TestSequencesAndChanges(t *testing.T) {
 	if c.MaxSeq != 1 || c.Unread != 1 || c.LastMessage == nil || *c.LastMessage != m {
 		t.Errorf("entry after a message: got %+v (last_message %+v)", c, c.LastMessage)
 	}
-	if bobEntry := bob.conversation(t, convs[0]); bobEntry.Unread != 0 || bobEntry.ReadSeq != 1 {
-		t.Errorf("the sender's own entry: unread %d read_seq %d, want 0 and 1", bobEntry.Unread, bobEntry.ReadSeq)
+	// Its own message is not unread, and sending moved no marker.
+	if bobEntry := bob.conversation(t, convs[0]); bobEntry.Unread != 0 || bobEntry.ReadSeq != 0 || bobEntry.LastAckSeq != 0 {
+		t.Errorf("the sender's own entry: unread %d read_seq %d last_ack_seq %d, want 0, 0, 0", bobEntry.Unread, bobEntry.ReadSeq, bobEntry.LastAckSeq)
 	}
 
 	// A read moves it too.
@@ -225,11 +226,12 @@ func TestUnreadCounts(t *testing.T) {
 		}
 		return c.Unread
 	}
-	// Sending reads what came before: alice read 3, then bob's two came.
+	// The text messages of others only (PROTOCOL.md v1.1), whoever sent
+	// last: sending reads nothing.
 	for _, tc := range []struct {
 		who  *account
 		want int64
-	}{{alice, 2}, {bob, 0}, {carol, 5}} {
+	}{{alice, 2}, {bob, 3}, {carol, 5}} {
 		if got := unread(tc.who); got != tc.want {
 			t.Errorf("%s: unread %d, want %d", tc.who.User.Username, got, tc.want)
 		}
@@ -237,6 +239,15 @@ func TestUnreadCounts(t *testing.T) {
 	carol.post(t, convPath(g.ID, "read"), map[string]int{"seq": 4}).want(t, http.StatusNoContent)
 	if got := unread(carol); got != 1 {
 		t.Errorf("carol after reading 4: unread %d, want 1", got)
+	}
+	// Bob's own texts (4, 5) past his marker do not count, wherever it is.
+	bob.post(t, convPath(g.ID, "read"), map[string]int{"seq": 2}).want(t, http.StatusNoContent)
+	if got := unread(bob); got != 1 {
+		t.Errorf("bob after reading 2: unread %d, want 1", got)
+	}
+	bob.post(t, convPath(g.ID, "read"), map[string]int{"seq": 4}).want(t, http.StatusNoContent)
+	if got := unread(bob); got != 0 {
+		t.Errorf("bob after reading 4: unread %d, want 0", got)
 	}
 	// Acks are not reads.
 	alice.post(t, convPath(g.ID, "ack"), map[string]int{"seq": 5}).want(t, http.StatusNoContent)

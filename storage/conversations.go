@@ -90,7 +90,7 @@ func (db *DB) AddMembers(ctx context.Context, conv string, users []string) ([]st
 			res, err := t.ExecContext(t.ctx, `INSERT INTO members (conv_id, user_id, role, min_seq, last_ack_seq, read_seq, version, joined_at)
 				VALUES (?1, ?2, 'member', ?3, ?3 - 1, ?3 - 1, ?4, ?5)
 				ON CONFLICT (conv_id, user_id) DO UPDATE SET role = 'member', min_seq = ?3, max_seq = NULL,
-					last_ack_seq = ?3 - 1, read_seq = ?3 - 1, version = ?4, joined_at = ?5
+					last_ack_seq = ?3 - 1, read_seq = ?3 - 1, own_unread = 0, version = ?4, joined_at = ?5
 				WHERE members.max_seq IS NOT NULL`, conv, u, maxSeq+1, v, nowMS())
 			if err != nil {
 				return err
@@ -257,11 +257,12 @@ func (db *DB) ClearHistory(ctx context.Context, conv, user string) error {
 			min_seq = COALESCE(max_seq, (SELECT max_seq FROM conversations WHERE id = ?1)) + 1,
 			read_seq = MAX(read_seq, COALESCE(max_seq, (SELECT max_seq FROM conversations WHERE id = ?1))),
 			last_ack_seq = MAX(last_ack_seq, COALESCE(max_seq, (SELECT max_seq FROM conversations WHERE id = ?1))),
-			version = ?2
+			own_unread = 0, version = ?2
 			WHERE conv_id = ?1 AND user_id = ?3`, conv, v, user)
 		if err != nil {
 			return err
 		}
+		t.ownCounted(conv, user)
 		if n, _ := res.RowsAffected(); n == 0 {
 			return chat.Errorf(chat.ENotMember, "not a member of this conversation")
 		}
@@ -282,10 +283,16 @@ func (db *DB) SetRead(ctx context.Context, conv, user string, seq int64) (int64,
 		if err != nil {
 			return err
 		}
-		err = t.QueryRowContext(t.ctx, `UPDATE members SET read_seq = MIN(?3, `+visibleMax+`), version = ?4
+		// The member's own texts past the new marker are counted from the
+		// rows, those of this transaction included.
+		err = t.QueryRowContext(t.ctx, `UPDATE members SET read_seq = MIN(?3, `+visibleMax+`), version = ?4,
+			own_unread = (SELECT COUNT(*) FROM messages WHERE conv = (SELECT key FROM ids WHERE id = ?1)
+				AND seq > MAX(MIN(?3, `+visibleMax+`), min_seq - 1) AND seq <= `+visibleMax+`
+				AND sender = (SELECT key FROM ids WHERE id = ?2) AND kind = 'text' AND deleted IS NULL)
 			WHERE conv_id = ?1 AND user_id = ?2 AND read_seq < MIN(?3, `+visibleMax+`) RETURNING read_seq`, conv, user, seq, v).Scan(&read)
 		if err == nil {
 			moved = true
+			t.ownCounted(conv, user)
 			return nil
 		} else if !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -367,8 +374,9 @@ func (db *DB) Roster(ctx context.Context, conv string) (chat.Roster, error) {
 // entrySelect reads users' conversation entries. The entry's version is the
 // member row's, or the conversation's while the user is a member; ?1 is the
 // user. Unread counts the seqs past the read marker but the uncounted ones
-// (deleted messages, few) and the mutations, the difference of two counts
-// (muts.go), looked up only where something is unread; last_message is
+// (deleted messages, few), the user's own texts (own_unread, migration
+// 0017) and the mutations, the difference of two counts (muts.go), looked
+// up only where something is unread; last_message is
 // the newest text
 // message still there; mentions counts the unread ones that mention the
 // user.
@@ -379,6 +387,7 @@ const entrySelect = `SELECT c.id, c.kind, c.name, c.members_count, m.role, m.min
 	lm.seq, lu.id, lm.client_msg_id, lm.kind, lm.body, lm.ts, lm.reply_to, lm.mentions, lm.edited_at,
 	(SELECT COUNT(*) FROM uncounted un WHERE un.conv_id = c.id
 		AND un.seq > MAX(m.read_seq, m.min_seq - 1) AND un.seq <= COALESCE(m.max_seq, c.max_seq))
+	+ m.own_unread
 	+ CASE WHEN COALESCE(m.max_seq, c.max_seq) <= MAX(m.read_seq, m.min_seq - 1) OR c.muts = 0 THEN 0 ELSE
 		CASE WHEN m.max_seq IS NULL THEN c.muts ELSE COALESCE((SELECT h.muts FROM messages h WHERE h.conv = ck.key
 			AND h.seq <= m.max_seq ORDER BY h.seq DESC LIMIT 1), c.muts_cut) END

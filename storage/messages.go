@@ -106,8 +106,8 @@ func (w *writer) appended(t *wtx, j *job, m chat.Message) {
 		t.touched = append(t.touched, c)
 	}
 	c.max = m.Seq
-	j.sender.max = m.Seq
 	if m.Kind == chat.KindText {
+		j.sender.own++
 		t.live.added = append(t.live.added, [2]int64{c.key, m.Seq})
 	}
 	m.RosterV = j.sender.rosterV
@@ -272,8 +272,8 @@ func scanMessage(s scanner, conv string, sender func(int64) (string, error)) (ch
 }
 
 // finishMessages moves each conversation's max_seq and version once per
-// batch, and the senders' own markers: whoever sends has read what came
-// before. Each table gets one statement for up to 64 rows (updateRows):
+// batch, and counts the senders' texts in their own_unread (unread counts
+// the text messages of others: a send moves no read marker). Each table gets one statement for up to 64 rows (updateRows):
 // one message in flight per sender makes a batch of as many conversations
 // as messages, and a statement per row cost more than the rows' changes.
 func (w *writer) finishMessages(t *wtx) error {
@@ -298,8 +298,9 @@ func (w *writer) finishMessages(t *wtx) error {
 	}
 	args = args[:0]
 	for _, s := range t.senders {
-		if s.max != 0 {
-			args = append(args, s.conv, s.user, s.max)
+		if s.own != 0 {
+			args = append(args, s.conv, s.user, s.own)
+			s.own = 0
 		}
 	}
 	return updateRows(t, finishSenders, args)
@@ -330,7 +331,7 @@ func newRowsUpdate(width int, q string) rowsUpdate {
 var (
 	finishConvs = newRowsUpdate(4, `UPDATE conversations SET max_seq = v.column2, version = v.column3, muts = v.column4
 		FROM (VALUES %s) AS v WHERE conversations.id = v.column1`)
-	finishSenders = newRowsUpdate(3, `UPDATE members SET read_seq = MAX(read_seq, v.column3), last_ack_seq = MAX(last_ack_seq, v.column3)
+	finishSenders = newRowsUpdate(3, `UPDATE members SET own_unread = own_unread + v.column3
 		FROM (VALUES %s) AS v WHERE members.conv_id = v.column1 AND members.user_id = v.column2`)
 )
 

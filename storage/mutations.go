@@ -134,7 +134,9 @@ func react(t *wtx, m *chat.Message) error {
 	q := `DELETE FROM reactions WHERE conv_id = ? AND target = ? AND emoji = ? AND user_id = ?`
 	args := []any{m.Conv, m.Target, m.Emoji, m.From}
 	if *m.On {
-		q = `INSERT INTO reactions (conv_id, target, emoji, user_id, seq) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+		// An entry that is there keeps its place (run, migration 0017).
+		q = `INSERT INTO reactions (conv_id, target, emoji, user_id, seq, run) VALUES (?1, ?2, ?3, ?4, ?5,
+			COALESCE((SELECT MIN(run) FROM reactions WHERE conv_id = ?1 AND target = ?2 AND emoji = ?3), ?5)) ON CONFLICT DO NOTHING`
 		args = append(args, m.Seq)
 	}
 	st, err := t.stmt(q)
@@ -377,6 +379,19 @@ func (w *writer) applyDelete(t *wtx, j *job, m *chat.Message, tg target) error {
 	if err := uncount(t, m.Conv, m.Target); err != nil {
 		return err
 	}
+	// Its sender counted it among its own texts past its read marker;
+	// uncounted now subtracts it for everyone. A text of this
+	// transaction is counted at its end (finishMessages) and is past any
+	// marker.
+	own, err := t.stmt(`UPDATE members SET own_unread = own_unread - 1
+		WHERE conv_id = ?1 AND user_id = (SELECT id FROM ids WHERE key = ?2)
+		AND ?3 > MAX(read_seq, min_seq - 1) AND (max_seq IS NULL OR ?3 <= max_seq)`)
+	if err != nil {
+		return err
+	}
+	if _, err := own.ExecContext(t.ctx, m.Conv, tg.from, m.Target); err != nil {
+		return err
+	}
 	if err := eraseAttachments(t, m.Conv, m.Target); err != nil {
 		return err
 	}
@@ -458,7 +473,7 @@ func foldReactions(ctx context.Context, tx *sql.Tx, conv string, msgs []chat.Mes
 		return nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT target, emoji, user_id FROM reactions
-		WHERE conv_id = ? AND target BETWEEN ? AND ? ORDER BY target, seq`, conv, msgs[0].Seq, msgs[len(msgs)-1].Seq)
+		WHERE conv_id = ? AND target BETWEEN ? AND ? ORDER BY target, run, seq`, conv, msgs[0].Seq, msgs[len(msgs)-1].Seq)
 	if err != nil {
 		return err
 	}
@@ -482,7 +497,7 @@ func foldReactions(ctx context.Context, tx *sql.Tx, conv string, msgs []chat.Mes
 }
 
 // addReaction adds user to emoji's reaction, rows coming in the order of
-// their reaction messages: emoji thus stay in order of first use.
+// their entry's first use (run) and then of their reaction messages.
 func addReaction(rs []chat.Reaction, emoji, user string) []chat.Reaction {
 	for k := range rs {
 		if rs[k].Emoji == emoji {

@@ -395,7 +395,8 @@ func TestWriterTempStoreInMemory(t *testing.T) {
 // TestFinishManyConversations: one batch of sends into more conversations
 // than one statement takes (finishMessages updates 64 rows a statement,
 // the last one padded) moves every conversation's max_seq and version and
-// every sender's read marker, and no other row.
+// counts every sender's texts in its own_unread, and changes no read
+// marker or ack (a send moves none).
 func TestFinishManyConversations(t *testing.T) {
 	ctx := context.Background()
 	db, _ := openTest(t, Options{})
@@ -430,11 +431,11 @@ func TestFinishManyConversations(t *testing.T) {
 	prev := before
 	for i := range n + 1 {
 		conv := fmt.Sprint("g", i)
-		var maxSeq, version, read, ack, otherRead int64
+		var maxSeq, version, read, ack, own, otherRead int64
 		if err := db.readers.QueryRow(`SELECT max_seq, version FROM conversations WHERE id = ?`, conv).Scan(&maxSeq, &version); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.readers.QueryRow(`SELECT read_seq, last_ack_seq FROM members WHERE conv_id = ? AND user_id = 'u'`, conv).Scan(&read, &ack); err != nil {
+		if err := db.readers.QueryRow(`SELECT read_seq, last_ack_seq, own_unread FROM members WHERE conv_id = ? AND user_id = 'u'`, conv).Scan(&read, &ack, &own); err != nil {
 			t.Fatal(err)
 		}
 		if err := db.readers.QueryRow(`SELECT read_seq FROM members WHERE conv_id = ? AND user_id = 'v'`, conv).Scan(&otherRead); err != nil {
@@ -454,8 +455,8 @@ func TestFinishManyConversations(t *testing.T) {
 			versions[version] = true
 			prev = version
 		}
-		if maxSeq != want || read != want || ack != want || otherRead != 0 {
-			t.Errorf("%s: max_seq %d, sender read/ack %d/%d, other member read %d; want %d, %d/%d, 0", conv, maxSeq, read, ack, otherRead, want, want, want)
+		if maxSeq != want || own != want || read != 0 || ack != 0 || otherRead != 0 {
+			t.Errorf("%s: max_seq %d, sender own_unread %d, read/ack %d/%d, other member read %d; want %d, %d, 0/0, 0", conv, maxSeq, own, read, ack, otherRead, want, want)
 		}
 	}
 }

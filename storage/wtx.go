@@ -74,12 +74,24 @@ type convTx struct {
 // senderTx is one (conversation, sender) pair of a transaction.
 type senderTx struct {
 	conv, user string
-	checked    bool  // membership was read in this transaction
-	member     bool  // may send
-	max        int64 // largest seq appended, 0 for none
+	checked    bool // membership was read in this transaction
+	member     bool // may send
+	// own counts the sender's text messages appended and not yet added to
+	// its row's own_unread (finishMessages); SetRead and ClearHistory,
+	// which set own_unread from the rows, zero it.
+	own int64
 	// memberRow is set when membership is read (or remembered,
 	// member_rows.go).
 	memberRow
+}
+
+// ownCounted forgets the texts of user in conv not yet added to its
+// own_unread: a statement has just set own_unread from the rows, which
+// this transaction's include.
+func (t *wtx) ownCounted(conv, user string) {
+	if s := t.senders[[2]string{conv, user}]; s != nil {
+		s.own = 0
+	}
 }
 
 // nextVersion hands out the next value of the global version counter.

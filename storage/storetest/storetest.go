@@ -56,6 +56,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"Invites", testInvites},
 		{"AdminAndNotify", testAdminAndNotify},
 		{"MutationsInOneBatch", testMutationsInOneBatch},
+		{"ReactionOrder", testReactionOrder},
 		{"SearchVisibleRanges", testSearchVisibleRanges},
 	}
 	for _, tc := range tests {
@@ -542,8 +543,47 @@ func testDirectAndEntries(t *testing.T, o Opener) {
 	}
 	c, err = db.Conversation(ctx, "d1", "a")
 	must(t, err)
-	if c.Unread != 0 || c.ReadSeq != 3 || c.LastAckSeq != 3 {
-		t.Errorf("the sender has read what it sent: %+v", c)
+	if c.Unread != 0 || c.ReadSeq != 0 || c.LastAckSeq != 0 {
+		t.Errorf("the sender's own texts are not unread, and a send moves no marker: %+v", c)
+	}
+	// Unread counts the text messages of others only (PROTOCOL.md v1.1),
+	// whoever sent last.
+	for i := range 2 {
+		_, _, err := db.Append(ctx, text("d1", "b", fmt.Sprint("b", i)))()
+		must(t, err)
+	}
+	_, _, err = db.Append(ctx, text("d1", "a", "a3"))()
+	must(t, err)
+	for user, want := range map[string]int64{"a": 2, "b": 4} {
+		c, err = db.Conversation(ctx, "d1", user)
+		must(t, err)
+		if c.Unread != want || c.ReadSeq != 0 {
+			t.Errorf("%s after both sent: unread %d, read_seq %d; want %d, 0", user, c.Unread, c.ReadSeq, want)
+		}
+	}
+	// A read marker among a's own texts leaves those after it out.
+	if _, _, err := db.SetRead(ctx, "d1", "a", 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.SetRead(ctx, "d1", "b", 4); err != nil {
+		t.Fatal(err)
+	}
+	for user, want := range map[string]int64{"a": 2, "b": 1} {
+		c, err = db.Conversation(ctx, "d1", user)
+		must(t, err)
+		if c.Unread != want {
+			t.Errorf("%s after reading: unread %d, want %d", user, c.Unread, want)
+		}
+	}
+	// A deleted text of a's past its marker counts for nobody.
+	_, _, err = db.Append(ctx, chat.Message{Conv: "d1", From: "a", ClientMsgID: "del6", Kind: chat.KindDelete, Target: 6})()
+	must(t, err)
+	for user, want := range map[string]int64{"a": 2, "b": 0} {
+		c, err = db.Conversation(ctx, "d1", user)
+		must(t, err)
+		if c.Unread != want {
+			t.Errorf("%s after a deleted its text 6: unread %d, want %d", user, c.Unread, want)
+		}
 	}
 	_, err = db.Conversation(ctx, "d1", "z")
 	wantCode(t, "stranger", err, chat.ENotMember)

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,6 +46,45 @@ func search(t *testing.T, s chat.Store, user, q, conv string) []int64 {
 		seqs = append(seqs, h.Message.Seq)
 	}
 	return seqs
+}
+
+// testReactionOrder: a message's reactions are ordered by first use
+// (PROTOCOL.md v1.1), as a client folding the stream holds them: an emoji
+// keeps its place while anyone still reacts with it, whoever reacted
+// first; one taken back by everyone and used again goes last. Users are in
+// the order they reacted.
+func testReactionOrder(t *testing.T, o Opener) {
+	ctx := context.Background()
+	db := open(t, o, Options{})
+	must(t, db.CreateGroup(ctx, "g", "g", "a", []string{"b", "c"}))
+	send := func(m chat.Message) {
+		t.Helper()
+		_, _, err := db.Append(ctx, m)()
+		must(t, err)
+	}
+	send(text("g", "a", "t1"))
+	check := func(step string, want ...string) {
+		t.Helper()
+		var got []string
+		for _, r := range page(t, db, "g", "a")[1].Reactions {
+			got = append(got, r.Emoji+":"+strings.Join(r.Users, ","))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: reactions %v, want %v", step, got, want)
+		}
+	}
+	send(reaction("g", "b", "r1", 1, "+1", true))
+	send(reaction("g", "c", "r2", 1, "tada", true))
+	send(reaction("g", "c", "r3", 1, "+1", true))
+	check("three reactions", "+1:b,c", "tada:c")
+	send(reaction("g", "b", "r4", 1, "+1", false))
+	check("the first +1 taken back", "+1:c", "tada:c")
+	send(reaction("g", "b", "r5", 1, "+1", true))
+	check("+1 again", "+1:c,b", "tada:c")
+	send(reaction("g", "b", "r6", 1, "+1", false))
+	send(reaction("g", "c", "r7", 1, "+1", false))
+	send(reaction("g", "a", "r8", 1, "+1", true))
+	check("+1 gone and used again", "tada:c", "+1:a")
 }
 
 // testMutationsInOneBatch queues texts, mutations, replies and refusals

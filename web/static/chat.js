@@ -345,7 +345,6 @@ export class ChatClient extends Emitter {
     const myId = this.me.id;
     const sorted = msgs.length > 1 ? [...msgs].sort((a, b) => a.seq - b.seq) : msgs;
     let gap = false;
-    let readersMoved = false;
     for (const m of sorted) {
       const known = conv ? conv.max_seq : 0;
       if (!live && asOf > m.seq && isText(m)) m.asOf = asOf;
@@ -356,17 +355,6 @@ export class ChatClient extends Emitter {
         else if (m.seq > tl.hi + 1) gap = true;
       }
       if (!isNew) continue;
-      // The server moves a sender's read marker to its own message (it has
-      // read what it answered): the receipt of a read that the send made a
-      // no-op never comes, so the message itself counts as one.
-      if (m.from !== myId) {
-        const sender = this.members.get(convId)?.get(m.from);
-        if (sender && (sender.read_seq ?? 0) < m.seq) {
-          sender.read_seq = m.seq;
-          sender.last_ack_seq = Math.max(sender.last_ack_seq ?? 0, m.seq);
-          readersMoved = true;
-        }
-      }
       if (isMutation(m)) {
         if (conv && m.seq > conv.max_seq) conv.max_seq = m.seq;
         this.applyMutation(convId, m, live);
@@ -385,13 +373,8 @@ export class ChatClient extends Emitter {
           conv.last_message = m;
         }
         if (m.from === myId) {
-          // The server moves a sender's read marker to its own message.
-          if (m.seq > conv.read_seq) {
-            conv.read_seq = m.seq;
-            conv.unread = 0;
-          }
-          const self = this.members.get(convId)?.get(myId);
-          if (self) self.read_seq = Math.max(self.read_seq ?? 0, m.seq);
+          // Not unread, and no read marker moves (a send reads nothing: the
+          // view marks what the person sees, its own message included).
           if (live && convId === this.openConv) this.refreshMembersSoon(convId);
         } else if (live && isText(m) && m.seq > known && m.seq > conv.read_seq) {
           conv.unread = (conv.unread || 0) + 1;
@@ -413,7 +396,6 @@ export class ChatClient extends Emitter {
     else if (live) this.scheduleConvSync(CONV_SYNC_LAZY_MS);
     this.emit('timeline', convId);
     this.emit('convs');
-    if (readersMoved) this.emit('members', convId);
   }
 
   // applyMutation folds an edit, delete or reaction into its target: the
