@@ -93,6 +93,7 @@ func (db *DB) AddMembers(ctx context.Context, conv string, users []string) ([]st
 			}
 			if tag.RowsAffected() > 0 {
 				added = append(added, u)
+				t.ownCounted(conv, u) // own_unread was set (no batch mixes sends in, today)
 			}
 		}
 		return touchConversation(t, conv)

@@ -35,8 +35,8 @@ const messageColumns = `m.seq, m.sender_id, m.client_msg_id, m.kind, m.body, m.t
 // reaction messages (index look-ups of each
 // row), and whether it has attachments: a page is one statement.
 const pageColumns = messageColumns + `,
-	(SELECT array_agg(r.emoji ORDER BY r.run, r.seq) FROM reactions r WHERE r.conv_id = m.conv_id AND r.target = m.seq),
-	(SELECT array_agg(r.user_id ORDER BY r.run, r.seq) FROM reactions r WHERE r.conv_id = m.conv_id AND r.target = m.seq),
+	(SELECT array_agg(r.emoji ORDER BY COALESCE(r.run, r.seq), r.seq) FROM reactions r WHERE r.conv_id = m.conv_id AND r.target = m.seq),
+	(SELECT array_agg(r.user_id ORDER BY COALESCE(r.run, r.seq), r.seq) FROM reactions r WHERE r.conv_id = m.conv_id AND r.target = m.seq),
 	EXISTS (SELECT 1 FROM message_files mf WHERE mf.conv_id = m.conv_id AND mf.seq = m.seq)`
 
 // scanPageRow reads a row of pageColumns.
@@ -307,7 +307,7 @@ func (w *writer) checkV11(t *wtx, c *convTx, m *chat.Message) (target, error) {
 // statement that needs an answer (or COMMIT) sends them.
 func (w *writer) applyV11(t *wtx, m *chat.Message, tg target) error {
 	if m.Kind == chat.KindText {
-		addMentions(t, m.Conv, m.Seq, m.Mentions)
+		addMentions(t, m.Conv, m.Seq, m.Mentions, m.From)
 		return nil
 	}
 	// Neither a mutation nor a system message is one unread counts.
@@ -322,14 +322,14 @@ func (w *writer) applyV11(t *wtx, m *chat.Message, tg target) error {
 		t.queue(`UPDATE messages SET body = $1, edited_at = $2, mentions = $3, search = NULLIF($4, '')::tsvector WHERE conv_id = $5 AND seq = $6`,
 			m.Body, m.TS, nullString(strings.Join(m.Mentions, " ")), searchDoc(chat.KindText, m.Body), m.Conv, m.Target)
 		dropMentions(t, m.Conv, m.Target, tg.mentions)
-		addMentions(t, m.Conv, m.Target, m.Mentions)
+		addMentions(t, m.Conv, m.Target, m.Mentions, m.From)
 	case chat.KindDelete:
 		return w.applyDelete(t, m, tg)
 	case chat.KindReaction:
 		if *m.On {
 			// An entry that is there keeps its place (run, migration 0007).
 			t.queue(`INSERT INTO reactions (conv_id, target, emoji, user_id, seq, run) VALUES ($1, $2, $3, $4, $5::bigint,
-				COALESCE((SELECT MIN(run) FROM reactions WHERE conv_id = $1 AND target = $2 AND emoji = $3), $5::bigint))`,
+				COALESCE((SELECT MIN(COALESCE(run, seq)) FROM reactions WHERE conv_id = $1 AND target = $2 AND emoji = $3), $5::bigint))`,
 				m.Conv, m.Target, m.Emoji, m.From, m.Seq)
 		} else {
 			t.queue(`DELETE FROM reactions WHERE conv_id = $1 AND target = $2 AND emoji = $3 AND user_id = $4`, m.Conv, m.Target, m.Emoji, m.From)
@@ -377,11 +377,13 @@ func uncount(t *wtx, conv string, seq int64) {
 	t.queue(`INSERT INTO uncounted (conv_id, seq) VALUES ($1, $2) ON CONFLICT DO NOTHING`, conv, seq)
 }
 
-func addMentions(t *wtx, conv string, seq int64, users []string) {
+func addMentions(t *wtx, conv string, seq int64, users []string, sender string) {
 	if len(users) == 0 {
 		return
 	}
-	t.queue(`INSERT INTO mentions (user_id, conv_id, seq) SELECT DISTINCT u, $2::text, $3::bigint FROM unnest($1::text[]) AS u ON CONFLICT DO NOTHING`, users, conv, seq)
+	// The sender's own message is never unread: no row counts it.
+	t.queue(`INSERT INTO mentions (user_id, conv_id, seq) SELECT DISTINCT u, $2::text, $3::bigint FROM unnest($1::text[]) AS u
+		WHERE u <> $4 ON CONFLICT DO NOTHING`, users, conv, seq, sender)
 }
 
 // dropMentions removes seq's mention rows; stored is the message's
@@ -417,7 +419,7 @@ func foldReactions(rows pgx.Rows, msgs []chat.Message) error {
 
 // reactionsQuery reads the reactions of a range of conv's seqs ($1 conv,
 // $2 and $3 the range), in the order foldReactions needs.
-const reactionsQuery = `SELECT target, emoji, user_id FROM reactions WHERE conv_id = $1 AND target BETWEEN $2 AND $3 ORDER BY target, run, seq`
+const reactionsQuery = `SELECT target, emoji, user_id FROM reactions WHERE conv_id = $1 AND target BETWEEN $2 AND $3 ORDER BY target, COALESCE(run, seq), seq`
 
 // addReaction adds user to emoji's reaction, rows coming in the order of
 // their reaction messages: emoji thus stay in order of first use.

@@ -97,10 +97,17 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 				}
 				// The search vectors go with the rows; reactions, mention
 				// rows and unread exclusions are deleted with them.
+				// A member's own texts past its marker leave its own_unread
+				// with their rows: read recounts it from the rows, and an
+				// expired seq counts like any other (uncounted).
 				for _, q := range []string{
 					`DELETE FROM reactions WHERE conv_id = $1 AND target <= $2`,
 					`DELETE FROM uncounted WHERE conv_id = $1 AND seq <= $2`,
 					`DELETE FROM mentions WHERE user_id IN (SELECT user_id FROM members WHERE conv_id = $1) AND conv_id = $1 AND seq <= $2`,
+					`UPDATE members mb SET own_unread = mb.own_unread - (SELECT COUNT(*) FROM messages m
+						WHERE m.conv_id = $1 AND m.seq > GREATEST(mb.read_seq, mb.min_seq - 1) AND m.seq <= LEAST($2::bigint, COALESCE(mb.max_seq, $2::bigint))
+						AND m.sender_id = mb.user_id AND m.kind = 'text' AND m.deleted IS NOT TRUE)
+						WHERE mb.conv_id = $1 AND mb.own_unread > 0`,
 					`DELETE FROM messages WHERE conv_id = $1 AND seq <= $2`,
 				} {
 					if _, err := t.Exec(q, conv, last); err != nil {

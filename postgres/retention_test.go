@@ -72,3 +72,55 @@ func TestRetentionTakesV11Along(t *testing.T) {
 		t.Fatalf("next seq %d, %v; want 5", m.Seq, err)
 	}
 }
+
+// TestRetentionOwnUnread: own texts past a member's marker that retention
+// deletes leave its own_unread with them, so that a read marker moved
+// afterwards (recounting from the rows) never makes unread grow (storage's
+// TestOwnUnreadAcrossRetention).
+func TestRetentionOwnUnread(t *testing.T) {
+	ctx := context.Background()
+	var now atomic.Int64
+	now.Store(1_000_000)
+	db := openTest(t, pg.NewDB(t), Options{Clock: func() int64 { return now.Add(1) }})
+	if err := db.CreateGroup(ctx, "g", "g", "u", []string{"v"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []chat.Message{
+		{ClientMsgID: "1", From: "v", Kind: chat.KindText, Body: "one"},
+		{ClientMsgID: "2", From: "v", Kind: chat.KindText, Body: "two"},
+		{ClientMsgID: "3", From: "u", Kind: chat.KindText, Body: "three"},
+	} {
+		m.Conv = "g"
+		if _, _, err := db.Append(ctx, m)(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cut := now.Load()
+	now.Add(1000)
+	if _, _, err := db.Append(ctx, chat.Message{Conv: "g", ClientMsgID: "4", From: "u", Kind: chat.KindText, Body: "four"})(); err != nil {
+		t.Fatal(err)
+	}
+	unread := func() int64 {
+		t.Helper()
+		c, err := db.Conversation(ctx, "g", "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Unread
+	}
+	if got := unread(); got != 2 {
+		t.Fatalf("v's unread before retention: %d, want 2", got)
+	}
+	if n, err := db.DeleteBefore(ctx, time.UnixMilli(cut+1)); err != nil || n != 3 {
+		t.Fatalf("retention deleted %d (%v), want 3", n, err)
+	}
+	if got := unread(); got != 4 {
+		t.Errorf("v's unread after retention: %d, want 4 (seqs 1-4 past its marker)", got)
+	}
+	if _, _, err := db.SetRead(ctx, "g", "v", 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := unread(); got != 3 {
+		t.Errorf("v's unread after reading 1: %d, want 3", got)
+	}
+}

@@ -97,6 +97,9 @@ func (db *DB) AddMembers(ctx context.Context, conv string, users []string) ([]st
 			}
 			if n, _ := res.RowsAffected(); n > 0 {
 				added = append(added, u)
+				// own_unread was set, not added to: a send of u earlier
+				// in this transaction lies before its new range.
+				t.ownCounted(conv, u)
 			}
 		}
 		return touchConversation(t, conv)

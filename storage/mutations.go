@@ -136,7 +136,7 @@ func react(t *wtx, m *chat.Message) error {
 	if *m.On {
 		// An entry that is there keeps its place (run, migration 0017).
 		q = `INSERT INTO reactions (conv_id, target, emoji, user_id, seq, run) VALUES (?1, ?2, ?3, ?4, ?5,
-			COALESCE((SELECT MIN(run) FROM reactions WHERE conv_id = ?1 AND target = ?2 AND emoji = ?3), ?5)) ON CONFLICT DO NOTHING`
+			COALESCE((SELECT MIN(COALESCE(run, seq)) FROM reactions WHERE conv_id = ?1 AND target = ?2 AND emoji = ?3), ?5)) ON CONFLICT DO NOTHING`
 		args = append(args, m.Seq)
 	}
 	st, err := t.stmt(q)
@@ -217,7 +217,7 @@ func insertRow(t *wtx, j *job, m *chat.Message, h, id int64) error {
 // applyExtras applies a stored message to the state it changes.
 func (w *writer) applyExtras(t *wtx, j *job, m *chat.Message, tg target) error {
 	if m.Kind == chat.KindText {
-		return addMentions(t, m.Conv, m.Seq, m.Mentions)
+		return addMentions(t, m.Conv, m.Seq, m.Mentions, m.From)
 	}
 	// A mutation is not a message unread counts: its row's count of
 	// mutations (muts.go) says so.
@@ -283,7 +283,7 @@ func (w *writer) applyEdit(t *wtx, j *job, m *chat.Message, tg target) error {
 	if err := dropMentions(t, m.Conv, m.Target, tg.mentions); err != nil {
 		return err
 	}
-	if err := addMentions(t, m.Conv, m.Target, m.Mentions); err != nil {
+	if err := addMentions(t, m.Conv, m.Target, m.Mentions, m.From); err != nil {
 		return err
 	}
 	switch {
@@ -408,7 +408,7 @@ func uncount(t *wtx, conv string, seq int64) error {
 	return err
 }
 
-func addMentions(t *wtx, conv string, seq int64, users []string) error {
+func addMentions(t *wtx, conv string, seq int64, users []string, sender string) error {
 	if len(users) == 0 {
 		return nil
 	}
@@ -417,6 +417,9 @@ func addMentions(t *wtx, conv string, seq int64, users []string) error {
 		return err
 	}
 	for _, u := range users {
+		if u == sender {
+			continue // its own message is never unread: no row counts it
+		}
 		if _, err := st.ExecContext(t.ctx, u, conv, seq); err != nil {
 			return err
 		}
@@ -473,7 +476,7 @@ func foldReactions(ctx context.Context, tx *sql.Tx, conv string, msgs []chat.Mes
 		return nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT target, emoji, user_id FROM reactions
-		WHERE conv_id = ? AND target BETWEEN ? AND ? ORDER BY target, run, seq`, conv, msgs[0].Seq, msgs[len(msgs)-1].Seq)
+		WHERE conv_id = ? AND target BETWEEN ? AND ? ORDER BY target, COALESCE(run, seq), seq`, conv, msgs[0].Seq, msgs[len(msgs)-1].Seq)
 	if err != nil {
 		return err
 	}

@@ -150,6 +150,15 @@ func (db *DB) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error)
 					WHERE conv = ?1 AND seq <= ?2 AND muts IS NOT NULL ORDER BY seq DESC LIMIT 1), muts_cut) WHERE id = ?3`, key, last, conv); err != nil {
 					return err
 				}
+				// A member's own texts past its marker leave its own_unread
+				// with their rows: read recounts it from the rows, and an
+				// expired seq counts like any other (muts_cut, uncounted).
+				if _, err := t.ExecContext(t.ctx, `UPDATE members SET own_unread = own_unread - (SELECT COUNT(*) FROM messages
+					WHERE conv = ?1 AND seq > MAX(members.read_seq, members.min_seq - 1) AND seq <= MIN(?2, COALESCE(members.max_seq, ?2))
+					AND sender = (SELECT key FROM ids WHERE id = members.user_id) AND kind = 'text' AND deleted IS NULL)
+					WHERE conv_id = ?3 AND own_unread > 0`, key, last, conv); err != nil {
+					return err
+				}
 				if _, err := t.ExecContext(t.ctx, `DELETE FROM messages WHERE conv = ? AND seq <= ?`, key, last); err != nil {
 					return err
 				}

@@ -57,6 +57,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"AdminAndNotify", testAdminAndNotify},
 		{"MutationsInOneBatch", testMutationsInOneBatch},
 		{"ReactionOrder", testReactionOrder},
+		{"SelfMention", testSelfMention},
 		{"SearchVisibleRanges", testSearchVisibleRanges},
 	}
 	for _, tc := range tests {

@@ -87,6 +87,38 @@ func testReactionOrder(t *testing.T, o Opener) {
 	check("+1 gone and used again", "tada:c", "+1:a")
 }
 
+// testSelfMention: a member who mentions itself in its own text or edit
+// has no unread mention from it (its own message is never unread).
+func testSelfMention(t *testing.T, o Opener) {
+	ctx := context.Background()
+	db := open(t, o, Options{})
+	must(t, db.CreateGroup(ctx, "g", "g", "u", []string{"v"}))
+	m := text("g", "v", "v1")
+	m.Mentions = []string{"v", "u"}
+	got, _, err := db.Append(ctx, m)()
+	must(t, err)
+	e := mutation("g", "v", "e1", chat.KindEdit, got.Seq, "again")
+	e.Mentions = []string{"v"}
+	_, _, err = db.Append(ctx, e)()
+	must(t, err)
+	mentions := func(user string) int64 {
+		t.Helper()
+		c, err := db.Conversation(ctx, "g", user)
+		must(t, err)
+		return c.Mentions
+	}
+	if v, u := mentions("v"), mentions("u"); v != 0 || u != 0 {
+		t.Errorf("after v mentioned itself (and u, edited away): v %d, u %d; want 0, 0", v, u)
+	}
+	m = text("g", "v", "v3")
+	m.Mentions = []string{"u"}
+	_, _, err = db.Append(ctx, m)()
+	must(t, err)
+	if u := mentions("u"); u != 1 {
+		t.Errorf("u's mentions after v mentioned it: %d, want 1", u)
+	}
+}
+
 // testMutationsInOneBatch queues texts, mutations, replies and refusals
 // into one transaction: each sees the effect of those before it, a
 // refusal stores nothing and takes no seq, a retry gets the first result.
