@@ -27,8 +27,9 @@ type AdminStore interface {
 	RevokeUserTokens(ctx context.Context, userID string) ([][]byte, error)
 }
 
-// ErrDisabled answers a disabled account's correct password.
-var ErrDisabled = &Error{Code: EForbidden, Message: "this account is disabled"}
+// ErrDisabled answers a disabled account's correct password: 401 as any
+// refused login (PROTOCOL.md: "401 otherwise"), saying why.
+var ErrDisabled = &Error{Code: EUnauthorized, Message: "this account is disabled"}
 
 func (s *Service) admin(me User) error {
 	if !s.IsAdmin(me) {

@@ -18,12 +18,16 @@ const (
 // a role changed meanwhile (on this process or another) is what counts.
 
 // CheckRemove says whether a member of role mine may remove one of role
-// target from a group: the owner anyone, an admin plain members.
+// target from a group: the owner and admins may (PROTOCOL.md: "owner/admin
+// only"), but nobody removes the owner, who leaves instead.
 func CheckRemove(mine, target string) error {
-	if mine == RoleOwner || (mine == RoleAdmin && target == RoleMember) {
-		return nil
+	switch {
+	case mine != RoleOwner && mine != RoleAdmin:
+		return Errorf(EForbidden, "only the owner or an admin can remove members")
+	case target == RoleOwner:
+		return Errorf(EForbidden, "the owner cannot be removed (an owner leaves, or hands over the group first)")
 	}
-	return Errorf(EForbidden, "only the owner or an admin can remove members")
+	return nil
 }
 
 // CheckRename says whether a member of role mine may rename a group: the

@@ -98,7 +98,11 @@ func searchQuery(parts []chat.SearchPart) (string, error) {
 // first (by commit time, then seq), in one query.
 func (db *DB) Search(ctx context.Context, user string, q chat.SearchQuery) (chat.SearchResults, error) {
 	res := chat.SearchResults{Results: []chat.SearchHit{}}
-	if !utf8.ValidString(q.Match) || !storable(user) || !storable(q.Conv) {
+	if !storable(q.Conv) {
+		// No conversation has such an id (the SQLite store's answer).
+		return res, chat.Errorf(chat.ENotFound, "conversation not found")
+	}
+	if !utf8.ValidString(q.Match) || !storable(user) {
 		return res, chat.Errorf(chat.EBadRequest, "the search query cannot be run")
 	}
 	tsq, err := searchQuery(q.Parts)

@@ -48,11 +48,12 @@ func (db *DB) UserByName(ctx context.Context, username string) (chat.User, strin
 }
 
 // SearchUsers implements chat.UserStore: a case-insensitive prefix, as
-// SQLite's LIKE.
+// SQLite's LIKE, in byte order as SQLite sorts (COLLATE "C": a database
+// made with another collation would sort punctuation differently).
 func (db *DB) SearchUsers(ctx context.Context, prefix string, limit int) ([]chat.User, error) {
 	esc := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(strings.ToLower(prefix))
 	rows, err := db.pool.Query(ctx, `SELECT id, username, display_name FROM users
-		WHERE lower(username) LIKE $1 ESCAPE '\' ORDER BY lower(username), username LIMIT $2`, esc+"%", limit)
+		WHERE lower(username) LIKE $1 ESCAPE '\' ORDER BY lower(username) COLLATE "C", username COLLATE "C" LIMIT $2`, esc+"%", limit)
 	if err != nil {
 		return nil, wrap(err)
 	}

@@ -115,7 +115,8 @@ func TestAdminDisableUser(t *testing.T) {
 	bob.get(t, "/api/v1/me").wantError(t, http.StatusUnauthorized, "unauthorized")
 	// The right password is told the account is disabled; a wrong one is
 	// told nothing more than for anyone.
-	ts.do(t, "POST", "/api/v1/auth/login", "", map[string]string{"username": "bob", "password": "password-bob"}).wantError(t, http.StatusForbidden, "forbidden")
+	// Both are 401 (PROTOCOL.md: login "→ 200 {user, token}; 401 otherwise").
+	ts.do(t, "POST", "/api/v1/auth/login", "", map[string]string{"username": "bob", "password": "password-bob"}).wantError(t, http.StatusUnauthorized, "unauthorized")
 	ts.do(t, "POST", "/api/v1/auth/login", "", map[string]string{"username": "bob", "password": "wrong-password"}).wantError(t, http.StatusUnauthorized, "unauthorized")
 	root.get(t, "/api/v1/admin/users").want(t, http.StatusOK).decode(t, &users)
 	if !users.Users[0].Disabled {

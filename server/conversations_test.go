@@ -512,11 +512,14 @@ func TestSetRole(t *testing.T) {
 		t.Errorf("the same role again moved bob's version from %d to %d", before, after)
 	}
 
-	// An admin removes members, but not another admin, and changes no role.
+	// An admin removes members and other admins (PROTOCOL.md: "owner/admin
+	// only"), never the owner, and changes no role.
 	bob.del(t, member(dave.ID())).want(t, http.StatusNoContent)
 	ts.do(t, "PATCH", member(carol.ID()), bob.Token, map[string]string{"role": "admin"}).wantError(t, http.StatusForbidden, "forbidden")
 	ts.do(t, "PATCH", member(carol.ID()), alice.Token, map[string]string{"role": "admin"}).want(t, http.StatusNoContent)
-	bob.del(t, member(carol.ID())).wantError(t, http.StatusForbidden, "forbidden")
+	bob.del(t, member(alice.ID())).wantError(t, http.StatusForbidden, "forbidden")
+	bob.del(t, member(carol.ID())).want(t, http.StatusNoContent)
+	ts.do(t, "POST", "/api/v1/conversations/"+g.ID+"/members", alice.Token, map[string]any{"user_ids": []string{carol.ID()}}).want(t, http.StatusOK)
 	ts.do(t, "PATCH", member(carol.ID()), alice.Token, map[string]string{"role": "member"}).want(t, http.StatusNoContent)
 	if got := role(alice, carol); got != "member" {
 		t.Errorf("carol after losing admin: %q", got)

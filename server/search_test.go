@@ -130,6 +130,9 @@ func TestSearchBadInput(t *testing.T) {
 	}
 	carol.get(t, "/api/v1/search?"+q("mill")+"&conv="+d.ID).wantError(t, http.StatusForbidden, "not_member")
 	alice.get(t, "/api/v1/search?"+q("mill")+"&conv=nonexistent").wantError(t, http.StatusNotFound, "not_found")
+	// An id no conversation can have (not UTF-8, a NUL) is just as unknown.
+	alice.get(t, "/api/v1/search?"+q("mill")+"&conv=%FF").wantError(t, http.StatusNotFound, "not_found")
+	alice.get(t, "/api/v1/search?"+q("mill")+"&conv=%00").wantError(t, http.StatusNotFound, "not_found")
 	// What looks like syntax inside a phrase, or operators as words, is
 	// just text.
 	wantBodies(t, "quoted", alice.search(t, q(`"(old) mill"`)), "near the (old) mill")

@@ -260,7 +260,7 @@ export function detailsDialog(client, convId, { onLeft }) {
     for (const m of members) {
       const u = client.users.get(m.user_id) ?? { id: m.user_id, username: '…', display_name: client.users.name(m.user_id) };
       const me = m.user_id === client.me.id;
-      const kickable = manager && c.kind === 'group' && !me && m.role !== 'owner' && !(role === 'admin' && m.role === 'admin');
+      const kickable = manager && c.kind === 'group' && !me && m.role !== 'owner';
       const online = me ? client.conn.state === 'online' : client.presence.isOnline(m.user_id);
       const name = u.display_name || u.username;
       // The owner makes admins, takes the role back and hands the group
