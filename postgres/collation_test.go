@@ -17,15 +17,20 @@ import (
 func TestSearchUsersByteOrder(t *testing.T) {
 	ctx := context.Background()
 	name := fmt.Sprintf("icu%d", os.Getpid())
-	admin, err := pgx.Connect(ctx, pg.URL("postgres"))
-	if err != nil {
+	admin := func(q string) error {
+		conn, err := pgx.Connect(ctx, pg.URL("postgres"))
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, q)
+		return err
+	}
+	if err := admin(`CREATE DATABASE ` + name + ` TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'`); err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name+` TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'`); err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Exec(context.Background(), `DROP DATABASE `+name+` WITH (FORCE)`)
+	// Registered first, so run last: after the store below is closed.
+	t.Cleanup(func() { _ = admin(`DROP DATABASE ` + name + ` WITH (FORCE)`) })
 	db := openTest(t, pg.URL(name), Options{})
 	for i, u := range []string{"ann", "Ab", "aa", "a_b", "a.c", "a-d"} {
 		if err := db.CreateUser(ctx, chat.User{ID: fmt.Sprint("u", i), Username: u, DisplayName: u}, "h"); err != nil {

@@ -273,9 +273,10 @@ func scanMessage(s scanner, conv string, sender func(int64) (string, error)) (ch
 
 // finishMessages moves each conversation's max_seq and version once per
 // batch, and counts the senders' texts in their own_unread (unread counts
-// the text messages of others: a send moves no read marker). Each table gets one statement for up to 64 rows (updateRows):
-// one message in flight per sender makes a batch of as many conversations
-// as messages, and a statement per row cost more than the rows' changes.
+// the text messages of others: a send moves no read marker). Each table
+// gets one statement for up to 64 rows (updateRows): one message in flight
+// per sender makes a batch of as many conversations as messages, and a
+// statement per row cost more than the rows' changes.
 func (w *writer) finishMessages(t *wtx) error {
 	if len(t.touched) == 0 {
 		return nil
