@@ -59,10 +59,11 @@ export function authView({ api, onSession, notice }) {
 }
 
 function authError(err, mode) {
+  // A disabled account's right password is a 401 like a wrong one, saying so.
+  if (err.code === 'unauthorized' && /disabled/.test(err.message ?? '')) return 'This account is disabled.';
   if (err.code === 'unauthorized') return 'Wrong username or password.';
   if (err.code === 'conflict') return 'That username is taken.';
   if (err.code === 'forbidden' && mode === 'register') return 'Registration is closed on this server.';
-  if (err.code === 'forbidden') return 'This account is disabled.';
   if (err.code === 'rate_limited') return 'Too many failed attempts. Try again in a minute.';
   if (err.code === 'network') return 'The server cannot be reached.';
   return err.message || 'Something went wrong.';
